@@ -1,0 +1,217 @@
+-- config.json -> Config: the Phase 0 extraction rules, as data.
+--
+-- Each field names its C type, the config.json key it comes from (with the
+-- transformers 5.x spelling where one exists) and what happens when the key
+-- is absent: `default` (a constant), `default_from` (another field) or
+-- `derive` (an expression over fields read before it). A field with none of
+-- these is required. Integers must be JSON integers: 896.0 is an error.
+
+local json = require("gm.json")
+local E = require("errors")
+
+---@class gm.ConfigField
+---@field name string         C field name in <id>_Config
+---@field key string|nil      config.json key (transformers 4.x spelling)
+---@field key5 string|nil     the transformers 5.x spelling, "obj.key"
+---@field type "int"|"float"|"bool"|"token"|"tokens"|"dtype"|"rope_scaling"
+---@field default any|nil
+---@field default_from string|nil
+---@field derive string|nil
+---@field doc string
+
+---@type gm.ConfigField[]
+local fields = {
+  { name = "n_layers", key = "num_hidden_layers", type = "int", doc = "decoder layers" },
+  { name = "emb_dim", key = "hidden_size", type = "int", doc = "residual stream width" },
+  { name = "n_heads", key = "num_attention_heads", type = "int", doc = "query heads" },
+  { name = "n_kv_heads", key = "num_key_value_heads", type = "int", default_from = "n_heads",
+    doc = "key/value heads (absent: n_heads)" },
+  { name = "head_dim", key = "head_dim", type = "int", derive = "emb_dim // n_heads",
+    doc = "per-head width (absent: emb_dim / n_heads)" },
+  { name = "hidden_dim", key = "intermediate_size", type = "int", doc = "MLP width" },
+  { name = "vocab_size", key = "vocab_size", type = "int", doc = "vocabulary size" },
+  { name = "rope_base", key = "rope_theta", key5 = "rope_parameters.rope_theta", type = "float",
+    default = 10000.0, doc = "RoPE theta (absent: 10000.0)" },
+  { name = "tie_word_embeddings", key = "tie_word_embeddings", type = "bool", default = false,
+    doc = "lm_head is the embedding table (absent: false)" },
+  { name = "rms_norm_eps", key = "rms_norm_eps", type = "float", doc = "RMSNorm epsilon" },
+  { name = "max_position_embeddings", key = "max_position_embeddings", type = "int",
+    doc = "longest position the model was trained for" },
+  { name = "rope_scaling", key = "rope_scaling", key5 = "rope_parameters", type = "rope_scaling",
+    default = false, doc = "RoPE frequency scaling (llama3 or none)" },
+  { name = "bos_token_id", key = "bos_token_id", type = "token", default = -1,
+    doc = "beginning-of-sequence id (-1: none)" },
+  { name = "eos_token_ids", key = "eos_token_id", type = "tokens", default = {},
+    doc = "end-of-sequence ids (eos_token_id may be a list)" },
+  { name = "dtype", key = "torch_dtype", key5 = "dtype", type = "dtype", default = "none",
+    doc = "checkpoint dtype named by config.json" },
+}
+
+local dtypes = { bfloat16 = "GM_DTYPE_BF16", float16 = "GM_DTYPE_F16", float32 = "GM_DTYPE_F32" }
+local MAX_EOS = 8           -- GM_MAX_EOS in runtime/include/gm/config.h
+local INT_MAX = 2147483647
+
+local M = { fields = fields, dtypes = dtypes }
+
+local function fail(fmt, ...) E.raise("format", fmt, ...) end
+
+local function is_null(v) return v == json.null end
+
+local function describe(v)
+  if is_null(v) then return "null" end
+  local t = math.type(v) or type(v)
+  if t == "float" then return string.format("%.17g", v):find("[.eEn]") and
+      string.format("%.17g", v) or string.format("%.1f", v) end
+  if t == "integer" then return tostring(v) end
+  if t == "table" then return getmetatable(v) == json.array_mt and "a list" or "an object" end
+  return "a " .. t
+end
+M.describe = describe
+
+-- Look a key up in the 4.x spelling, then the 5.x one; returns value, name.
+local function lookup(cfg, f)
+  if f.key and cfg[f.key] ~= nil then return cfg[f.key], f.key end
+  if f.key5 then
+    local obj, sub = f.key5:match("^([^.]+)%.(.+)$")
+    if obj then
+      local o = cfg[obj]
+      if type(o) == "table" and o[sub] ~= nil then return o[sub], f.key5 end
+    elseif cfg[f.key5] ~= nil then
+      return cfg[f.key5], f.key5
+    end
+  end
+  return nil, f.key or f.key5
+end
+
+local function int(v, what, file, lo)
+  if math.type(v) ~= "integer" then
+    fail("%s: %s must be an integer, found %s", file, what, describe(v))
+  end
+  if v < (lo or 1) or v > INT_MAX then
+    fail("%s: %s must be in [%d, %d], found %d", file, what, lo or 1, INT_MAX, v)
+  end
+  return v
+end
+
+local function num(v, what, file)
+  if math.type(v) == nil then
+    fail("%s: %s must be a number, found %s", file, what, describe(v))
+  end
+  local x = v + 0.0
+  if x ~= x or x == math.huge or x == -math.huge then
+    fail("%s: %s must be finite, found %s", file, what, describe(v))
+  end
+  return x
+end
+
+local function rope_scaling(v, what, file)
+  if is_null(v) then return false end
+  if type(v) ~= "table" or getmetatable(v) ~= json.object_mt then
+    fail("%s: %s must be an object or null, found %s", file, what, describe(v))
+  end
+  local kind = v.rope_type
+  if kind == nil then kind = v.type end
+  if kind == nil or kind == "default" then return false end
+  if type(kind) ~= "string" then
+    fail("%s: %s.rope_type must be a string, found %s", file, what, describe(kind))
+  end
+  if kind ~= "llama3" then
+    E.raise("unsupported", "%s: %s type '%s' is not supported (supported: llama3)", file, what,
+      kind:gsub("[^%w_.-]", "?"))
+  end
+  local s = { type = "llama3" }
+  for _, k in ipairs({ "factor", "low_freq_factor", "high_freq_factor" }) do
+    if v[k] == nil then fail("%s: %s.%s is missing", file, what, k) end
+    s[k] = num(v[k], what .. "." .. k, file)
+    if s[k] <= 0 then fail("%s: %s.%s must be positive", file, what, k) end
+  end
+  if s.high_freq_factor <= s.low_freq_factor then
+    fail("%s: %s.high_freq_factor must exceed low_freq_factor", file, what)
+  end
+  local k = "original_max_position_embeddings"
+  if v[k] == nil then fail("%s: %s.%s is missing", file, what, k) end
+  s[k] = int(v[k], what .. "." .. k, file)
+  return s
+end
+
+local readers = {
+  int = int,
+  float = num,
+  bool = function(v, what, file)
+    if type(v) ~= "boolean" then
+      fail("%s: %s must be true or false, found %s", file, what, describe(v))
+    end
+    return v
+  end,
+  token = function(v, what, file)
+    if is_null(v) then return -1 end
+    return int(v, what, file, 0)
+  end,
+  tokens = function(v, what, file)
+    if is_null(v) then return {} end
+    if math.type(v) then return { int(v, what, file, 0) } end
+    if type(v) ~= "table" or getmetatable(v) ~= json.array_mt then
+      fail("%s: %s must be an integer or a list of integers, found %s",
+        file, what, describe(v))
+    end
+    if v.n > MAX_EOS then
+      fail("%s: %s lists %d ids, at most %d are supported", file, what, v.n, MAX_EOS)
+    end
+    local ids = {}
+    for i = 1, v.n do ids[i] = int(v[i], string.format("%s[%d]", what, i - 1), file, 0) end
+    return ids
+  end,
+  dtype = function(v, what, file)
+    if is_null(v) then return "none" end
+    if type(v) ~= "string" or not dtypes[v] then
+      fail("%s: %s must be one of bfloat16, float16, float32, found %s", file, what,
+        type(v) == "string" and ("'" .. v:gsub("[^%w_.-]", "?") .. "'") or describe(v))
+    end
+    return v
+  end,
+  rope_scaling = rope_scaling,
+}
+
+-- Extract the Config from a decoded config.json. `file` names it in errors.
+function M.extract(cfg, file)
+  local c = {}
+  for _, f in ipairs(fields) do
+    local v, key = lookup(cfg, f)
+    if v == nil or (is_null(v) and f.type ~= "token" and f.type ~= "tokens"
+          and f.type ~= "rope_scaling" and f.type ~= "dtype") then
+      if f.default ~= nil then
+        c[f.name] = f.default
+      elseif f.default_from then
+        c[f.name] = c[f.default_from]
+      elseif f.derive then
+        c[f.name] = assert(load("return " .. f.derive, "=derive", "t", c))()
+      else
+        fail("%s: required key '%s' is %s", file, key,
+          v == nil and "missing" or "null")
+      end
+    else
+      c[f.name] = readers[f.type](v, key, file)
+    end
+  end
+  -- consistency the shapes rely on
+  if c.emb_dim % c.n_heads ~= 0 and (cfg.head_dim == nil or is_null(cfg.head_dim)) then
+    fail("%s: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent",
+      file, c.emb_dim, c.n_heads)
+  end
+  if c.n_heads % c.n_kv_heads ~= 0 then
+    fail("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+      file, c.n_heads, c.n_kv_heads)
+  end
+  if c.head_dim % 2 ~= 0 then
+    fail("%s: head_dim must be even for RoPE, found %d", file, c.head_dim)
+  end
+  if c.rms_norm_eps <= 0 then
+    fail("%s: rms_norm_eps must be positive, found %s", file, describe(c.rms_norm_eps))
+  end
+  if c.rope_base <= 0 then
+    fail("%s: rope_theta must be positive, found %s", file, describe(c.rope_base))
+  end
+  return c
+end
+
+return M

@@ -1,0 +1,162 @@
+-- Architecture knowledge, in one place, as data.
+--
+-- For each in-scope HF architecture string: the tensors it must have (HF
+-- name with {L} for the layer index, the C field it fills, its shape in HF
+-- order as expressions over Config, and flags), the HF tensors it may carry
+-- and nothing consumes, Config facts the architecture implies, and the
+-- configurations of it that are refused. `out_of_scope` lists what is
+-- refused whatever the architecture claims; it is checked first, so a model
+-- is refused for what it is (MoE, MLA, ...) rather than for its name.
+-- A new in-scope family is a new entry here, not new C.
+
+local json = require("gm.json")
+
+---@class gm.TensorSpec
+---@field field string       C field in <id>_LayerWeights or <id>_Weights
+---@field hf string          HF tensor name; "{L}" is the layer index
+---@field shape string[]     HF order (outermost first); Lua expressions over Config
+---@field transpose? true     a projection: HF (out, in) handed over as (in, out)
+---@field tied? string       when tie_word_embeddings, this field aliases that one
+---@field doc string         what it is, for the generated comment
+
+---@class gm.Rule
+---@field key string         the config.json field that shows the problem
+---@field when fun(cfg: table): boolean
+---@field why string         what is refused, and why
+
+---@class gm.Family
+---@field globals gm.TensorSpec[]
+---@field layer gm.TensorSpec[]
+---@field ignore string[]    HF tensors that may be present and are consumed on purpose
+---@field implies table<string, any>   Config fields set by the architecture
+---@field reject gm.Rule[]
+
+local function set(v) return v ~= nil and v ~= json.null end
+local function positive(key) return function(c) return math.type(c[key]) and c[key] > 0 end end
+
+local M = {}
+
+---@type gm.Rule[]
+M.out_of_scope = {
+  { key = "is_encoder_decoder", why = "encoder-decoder models are out of scope",
+    when = function(c) return c.is_encoder_decoder == true end },
+  { key = "kv_lora_rank", why = "multi-head latent attention (MLA) is out of scope",
+    when = function(c) return set(c.kv_lora_rank) or set(c.q_lora_rank) end },
+  { key = "num_local_experts", why = "mixture-of-experts models are out of scope",
+    when = positive("num_local_experts") },
+  { key = "n_routed_experts", why = "mixture-of-experts models are out of scope",
+    when = positive("n_routed_experts") },
+  { key = "num_experts", why = "mixture-of-experts models are out of scope",
+    when = positive("num_experts") },
+  -- Qwen2 configs carry a numeric sliding_window with use_sliding_window: false; that is no window
+  { key = "sliding_window", why = "sliding-window attention is out of scope",
+    when = function(c) return set(c.sliding_window) and c.use_sliding_window ~= false end },
+  { key = "layer_types", why = "sliding-window attention is out of scope",
+    when = function(c)
+      if type(c.layer_types) ~= "table" then return false end
+      for _, t in ipairs(c.layer_types) do if t == "sliding_attention" then return true end end
+      return false
+    end },
+}
+
+local function tensor(field, hf, shape, doc, extra)
+  local t = { field = field, hf = hf, shape = shape, doc = doc }
+  for k, v in pairs(extra or {}) do t[k] = v end
+  return t
+end
+
+local q_out = "n_heads * head_dim"
+local kv_out = "n_kv_heads * head_dim"
+
+---@type gm.Family
+local llama = {
+  globals = {
+    tensor("tok_embd", "model.embed_tokens.weight", { "vocab_size", "emb_dim" }, "token embedding table"),
+    tensor("out_norm", "model.norm.weight", { "emb_dim" }, "final RMSNorm weight"),
+    tensor("lm_head", "lm_head.weight", { "vocab_size", "emb_dim" }, "output projection",
+      { tied = "tok_embd" }),
+  },
+  layer = {
+    tensor("attn_norm", "model.layers.{L}.input_layernorm.weight", { "emb_dim" }, "RMSNorm before attention"),
+    tensor("wq", "model.layers.{L}.self_attn.q_proj.weight", { q_out, "emb_dim" }, "query projection",
+      { transpose = true }),
+    tensor("wk", "model.layers.{L}.self_attn.k_proj.weight", { kv_out, "emb_dim" }, "key projection",
+      { transpose = true }),
+    tensor("wv", "model.layers.{L}.self_attn.v_proj.weight", { kv_out, "emb_dim" }, "value projection",
+      { transpose = true }),
+    tensor("wo", "model.layers.{L}.self_attn.o_proj.weight", { "emb_dim", q_out }, "attention output projection",
+      { transpose = true }),
+    tensor("ffn_norm", "model.layers.{L}.post_attention_layernorm.weight", { "emb_dim" }, "RMSNorm before the MLP"),
+    tensor("w_gate", "model.layers.{L}.mlp.gate_proj.weight", { "hidden_dim", "emb_dim" }, "MLP gate projection",
+      { transpose = true }),
+    tensor("w_up", "model.layers.{L}.mlp.up_proj.weight", { "hidden_dim", "emb_dim" }, "MLP up projection",
+      { transpose = true }),
+    tensor("w_down", "model.layers.{L}.mlp.down_proj.weight", { "emb_dim", "hidden_dim" }, "MLP down projection",
+      { transpose = true }),
+  },
+  -- old checkpoints saved the RoPE buffer; it is recomputed from Config
+  ignore = { "model.layers.{L}.self_attn.rotary_emb.inv_freq" },
+  implies = { qkv_bias = false, qk_norm = false },
+  reject = {
+    { key = "attention_bias", why = "biased attention projections are not in the Llama layout",
+      when = function(c) return c.attention_bias == true end },
+    { key = "mlp_bias", why = "biased MLP projections are not in the Llama layout",
+      when = function(c) return c.mlp_bias == true end },
+    { key = "hidden_act", why = "only SiLU-gated MLPs (SwiGLU) are in scope",
+      when = function(c) return set(c.hidden_act) and c.hidden_act ~= "silu" end },
+  },
+}
+
+-- A family that is Llama plus `delta`: extra layer tensors (each placed
+-- after the field its `after` names), implied fields,
+-- and its own rejections in place of Llama's where given.
+local function extends(base, delta)
+  local f = { globals = base.globals, ignore = base.ignore, layer = {}, implies = {},
+    reject = delta.reject or base.reject }
+  for _, t in ipairs(base.layer) do
+    f.layer[#f.layer + 1] = t
+    for _, a in ipairs(delta.layer_add or {}) do
+      if a.after == t.field then f.layer[#f.layer + 1] = a end
+    end
+  end
+  for k, v in pairs(base.implies) do f.implies[k] = v end
+  for k, v in pairs(delta.implies or {}) do f.implies[k] = v end
+  return f
+end
+
+---@type table<string, gm.Family>
+M.by_arch = {
+  LlamaForCausalLM = llama,
+  MistralForCausalLM = llama, -- without sliding window (out_of_scope checks it)
+  Qwen2ForCausalLM = extends(llama, {
+    layer_add = {
+      tensor("bq", "model.layers.{L}.self_attn.q_proj.bias", { q_out }, "query bias (added before RoPE)",
+        { after = "wv" }),
+      tensor("bk", "model.layers.{L}.self_attn.k_proj.bias", { kv_out }, "key bias (added before RoPE)",
+        { after = "wv" }),
+      tensor("bv", "model.layers.{L}.self_attn.v_proj.bias", { kv_out }, "value bias",
+        { after = "wv" }),
+    },
+    implies = { qkv_bias = true },
+    reject = { llama.reject[3] }, -- Qwen2's bias is implied, not configured
+  }),
+  Qwen3ForCausalLM = extends(llama, {
+    layer_add = {
+      tensor("q_norm", "model.layers.{L}.self_attn.q_norm.weight", { "head_dim" },
+        "per-head RMSNorm on q, before RoPE", { after = "wv" }),
+      tensor("k_norm", "model.layers.{L}.self_attn.k_norm.weight", { "head_dim" },
+        "per-head RMSNorm on k, before RoPE", { after = "wv" }),
+    },
+    implies = { qk_norm = true },
+  }),
+}
+
+-- Architectures in a stable order, for messages.
+function M.supported()
+  local names = {}
+  for k in pairs(M.by_arch) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
+return M

@@ -1,0 +1,328 @@
+-- From a model snapshot to generated sources.
+--
+--   generate(snap, templates) -> { id = "qwen2_1_5b", files = { {path, text}, ... } }
+--
+-- snap (built by the C host from a local folder, the HF cache or the Hub):
+--   repo     "Qwen/Qwen2-1.5B"          commit  40 hex digits, or nil
+--   name     the id to use instead of the one derived from repo, or nil
+--   config   config.json text           index   model.safetensors.index.json text, or nil
+--   shards   { {file = "model.safetensors", tensors = { {name, dtype, shape = {...}}, ... }}, ... }
+--            each shard's header, already validated by the runtime's safetensors reader
+-- templates: { ["weights.h"] = text, ... } from templates/*.tmpl
+--
+-- Every check happens before anything is rendered; the host writes nothing
+-- unless this returns.
+
+local json = require("gm.json")
+local E = require("errors")
+local config = require("config")
+local families = require("families")
+local tmpl = require("tmpl")
+
+local M = {}
+
+local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
+
+-- The C identifier of a repo: its name lower-cased, every run of other
+-- characters turned into '_' (Qwen/Qwen2-1.5B -> qwen2_1_5b).
+function M.model_id(repo)
+  local name = repo:match("[^/]*$"):lower():gsub("[^a-z0-9]+", "_"):gsub("^_+", ""):gsub("_+$", "")
+  if name == "" then E.raise("format", "repo id '%s' gives no usable C identifier; pass --name", repo) end
+  if name:match("^%d") then name = "m" .. name end
+  return name
+end
+
+local function is_object(v) return type(v) == "table" and getmetatable(v) == json.object_mt end
+local function is_array(v) return type(v) == "table" and getmetatable(v) == json.array_mt end
+
+local function decode(text, file)
+  local ok, v = pcall(json.decode, text, file)
+  if not ok then E.raise("format", "%s", v) end
+  if not is_object(v) then E.raise("format", "%s: expected a JSON object at the top level", file) end
+  return v
+end
+
+-- Phase 0's scope check: which family, or a refusal naming the model, the
+-- reason and the config field that showed it.
+local function gate(cfg, repo)
+  local archs = cfg.architectures
+  if archs == nil then E.raise("format", "config.json: required key 'architectures' is missing") end
+  if not is_array(archs) or archs.n == 0 or type(archs[1]) ~= "string" then
+    E.raise("format", "config.json: architectures must be a non-empty list of strings, found %s",
+      config.describe(archs))
+  end
+  local arch = archs[1]
+  local function refuse(rule)
+    E.raise("unsupported", "%s: %s (config.json: %s = %s)", repo, rule.why, rule.key,
+      config.describe(cfg[rule.key]))
+  end
+  for _, rule in ipairs(families.out_of_scope) do
+    if rule.when(cfg) then refuse(rule) end
+  end
+  local family = families.by_arch[arch]
+  if not family then
+    E.raise("unsupported", "%s: architecture '%s' is not supported (config.json: architectures; supported: %s)",
+      repo, arch:gsub("[^%w_.-]", "?"), table.concat(families.supported(), ", "))
+  end
+  for _, rule in ipairs(family.reject) do
+    if rule.when(cfg) then refuse(rule) end
+  end
+  return arch, family
+end
+
+local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+-- Evaluate a family's shape expressions over the Config.
+local function eval_shape(exprs, cfg)
+  local out = {}
+  for i, e in ipairs(exprs) do
+    out[i] = assert(load("return " .. e, "=shape", "t", cfg))()
+  end
+  return out
+end
+
+-- name -> {file, dtype, shape} over every shard, checked against the index.
+local function tensor_table(snap, index)
+  local where = {}
+  for _, shard in ipairs(snap.shards) do
+    for _, t in ipairs(shard.tensors) do
+      if where[t.name] then
+        E.raise("format", "%s: tensor '%s' also appears in %s", shard.file, t.name, where[t.name].file)
+      end
+      where[t.name] = { file = shard.file, dtype = t.dtype, shape = t.shape }
+    end
+  end
+  if index then
+    local map = index.weight_map
+    if not is_object(map) then
+      E.raise("format", "model.safetensors.index.json: weight_map must be an object, found %s",
+        config.describe(map))
+    end
+    local names = {}
+    for name in pairs(map) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local t = where[name]
+      if not t then
+        E.raise("missing", "model.safetensors.index.json: tensor '%s' is mapped to %s but absent from its header",
+          name, tostring(map[name]))
+      elseif t.file ~= map[name] then
+        E.raise("format", "model.safetensors.index.json: tensor '%s' is mapped to %s but found in %s",
+          name, tostring(map[name]), t.file)
+      end
+    end
+    for name, t in pairs(where) do
+      if map[name] == nil then
+        E.raise("format", "%s: tensor '%s' is not in model.safetensors.index.json weight_map", t.file, name)
+      end
+    end
+  end
+  return where
+end
+
+-- Check one expected tensor; returns its description for the templates.
+local function expect(spec, hf, where, cfg, consumed)
+  local shape = eval_shape(spec.shape, cfg)
+  local t = where[hf]
+  if not t then
+    E.raise("missing", "%s: tensor '%s' is missing (%s, %s)", cfg._source, hf, spec.doc, shape_str(shape))
+  end
+  consumed[hf] = true
+  if #t.shape ~= #shape then
+    E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.file, hf, shape_str(t.shape), shape_str(shape))
+  end
+  for i = 1, #shape do
+    if t.shape[i] ~= shape[i] then
+      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.file, hf, shape_str(t.shape), shape_str(shape))
+    end
+  end
+  if not FLOAT_DTYPES[t.dtype] then
+    E.raise("dtype", "%s: tensor '%s' has dtype %s, expected BF16, F16 or F32", t.file, hf, t.dtype)
+  end
+  return shape
+end
+
+-- Gate 1 from the headers alone: every tensor the family needs is there with
+-- its shape and a float dtype; every tensor present is consumed or ignored.
+local function check_tensors(family, cfg, where)
+  local consumed = {}
+  local ignore = {}
+  for _, pat in ipairs(family.ignore) do
+    for l = 0, cfg.n_layers - 1 do ignore[(pat:gsub("{L}", tostring(l)))] = true end
+  end
+  for _, spec in ipairs(family.globals) do
+    if spec.tied and cfg.tie_word_embeddings then
+      ignore[spec.hf] = true -- a tied model needs no lm_head.weight; some ship one anyway
+    else
+      expect(spec, spec.hf, where, cfg, consumed)
+    end
+  end
+  for l = 0, cfg.n_layers - 1 do
+    for _, spec in ipairs(family.layer) do
+      expect(spec, (spec.hf:gsub("{L}", tostring(l))), where, cfg, consumed)
+    end
+  end
+  local extra = {}
+  for name in pairs(where) do
+    if not consumed[name] and not ignore[name] then extra[#extra + 1] = name end
+  end
+  if #extra > 0 then
+    table.sort(extra)
+    E.raise("format", "%s: unexpected tensor '%s' in %s (%d tensor%s nothing consumes)", cfg._source,
+      extra[1], where[extra[1]].file, #extra, #extra == 1 and "" or "s")
+  end
+end
+
+-- ---------------------------------------------------------------------------
+-- Rendering helpers, visible to templates.
+
+-- A C string literal: printable ASCII kept, everything else escaped; '?' is
+-- escaped too so that no trigraph can form.
+local function c_str(s)
+  return '"' .. s:gsub(".", function(ch)
+    local b = ch:byte()
+    if ch == '"' or ch == "\\" or ch == "?" then return "\\" .. ch end
+    if b < 0x20 or b > 0x7E then return string.format("\\%03o", b) end
+  end) .. '"'
+end
+
+-- Text safe inside a /* */ or // comment: printable ASCII only, no "*/",
+-- no "/*", no trigraph, no line splice.
+local function c_comment(s)
+  return (s:gsub("[^ -~]", "?"):gsub("%*/", "*?"):gsub("/%*", "/?"):gsub("%?%?", "?_"):gsub("\\", "/"))
+end
+
+-- A double literal that reads back to the same value, shortest first.
+local function c_double(x)
+  assert(math.type(x) == "float" and x == x and x ~= math.huge and x ~= -math.huge)
+  if x == math.floor(x) and math.abs(x) < 1e15 then return string.format("%.1f", x) end
+  local s
+  for p = 1, 17 do
+    s = string.format("%." .. p .. "g", x)
+    if tonumber(s) == x then break end
+  end
+  if not s:find("[.e]") then s = s .. ".0" end
+  return s
+end
+
+local function pad(s, n) return s .. string.rep(" ", math.max(1, n - #s)) end
+
+-- A shape expression as C over a Config named `c`: "n_heads * head_dim" -> "c.n_heads * c.head_dim".
+local function c_expr(e) return (e:gsub("[%a_][%w_]*", "c.%0")) end
+
+local rope_types = { llama3 = "GM_ROPE_LLAMA3" }
+
+-- C declaration and initializer of each Config field.
+local function config_fields(cfg)
+  local out = {}
+  local function add(decl, init, doc, name)
+    out[#out + 1] = { decl = decl, init = init, doc = doc, name = name or decl:match("([%w_]+)[;%[]") }
+  end
+  for _, f in ipairs(config.fields) do
+    local v = cfg[f.name]
+    local src = f.key .. (f.key5 and (" or " .. f.key5) or "")
+    local doc = src .. ": " .. f.doc
+    if f.type == "int" or f.type == "token" then
+      add("int " .. f.name .. ";", tostring(v), doc)
+    elseif f.type == "float" then
+      add("double " .. f.name .. ";", c_double(v), doc)
+    elseif f.type == "bool" then
+      add("bool " .. f.name .. ";", tostring(v), doc)
+    elseif f.type == "dtype" then
+      add("gm_dtype " .. f.name .. ";", config.dtypes[v] or "GM_DTYPE_NONE", doc)
+    elseif f.type == "rope_scaling" then
+      local init = "{ .type = GM_ROPE_DEFAULT }"
+      if v then
+        init = string.format("{ .type = %s, .factor = %s, .low_freq_factor = %s, .high_freq_factor = %s, "
+          .. ".original_max_position_embeddings = %d }", rope_types[v.type], c_double(v.factor),
+          c_double(v.low_freq_factor), c_double(v.high_freq_factor), v.original_max_position_embeddings)
+      end
+      add("gm_rope_scaling " .. f.name .. ";", init, doc)
+    elseif f.type == "tokens" then
+      add("int n_" .. f.name .. ";", tostring(#v), "how many " .. f.name)
+      local ids = {}
+      for i, id in ipairs(v) do ids[i] = tostring(id) end
+      add("int " .. f.name .. "[GM_MAX_EOS];", "{ " .. (#ids > 0 and table.concat(ids, ", ") or "0") .. " }", doc)
+    end
+  end
+  for _, k in ipairs({ "qkv_bias", "qk_norm" }) do
+    add("bool " .. k .. ";", tostring(cfg[k]), "implied by the architecture")
+  end
+  return out
+end
+
+-- Template view of one tensor spec: what the C field holds and where from.
+local function tensor_view(spec, cfg)
+  local hf_shape = eval_shape(spec.shape, cfg)
+  local c_shape, names = {}, {}
+  for i, e in ipairs(spec.shape) do c_shape[i] = c_expr(e); names[i] = e end
+  local held, held_names = hf_shape, names
+  if spec.transpose then
+    held = { hf_shape[2], hf_shape[1] }
+    held_names = { names[2], names[1] }
+  end
+  local tied = spec.tied and cfg.tie_word_embeddings
+  local comment = string.format("(%s) = (%s), from %s%s", table.concat(held_names, ", "),
+    table.concat(held, ", "), spec.hf, spec.transpose and ", transposed" or "")
+  if tied then comment = string.format("(%s) = (%s), tied: aliases %s (%s absent)",
+      table.concat(held_names, ", "), table.concat(held, ", "), spec.tied, spec.hf) end
+  return {
+    field = spec.field, hf = spec.hf, doc = spec.doc,
+    hf_pattern = spec.hf:gsub("{L}", "%%d"),
+    rank = #hf_shape, c_shape = table.concat(c_shape, ", "),
+    transpose = spec.transpose and "1" or "0",
+    tied = tied and spec.tied or nil,
+    comment = comment,
+  }
+end
+
+-- ---------------------------------------------------------------------------
+
+function M.generate(snap, templates)
+  local repo = snap.repo
+  local cfg_json = decode(snap.config, "config.json")
+  local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
+  local arch, family = gate(cfg_json, repo)
+  local cfg = config.extract(cfg_json, "config.json")
+  for k, v in pairs(family.implies) do cfg[k] = v end
+  cfg._source = repo
+
+  local where = tensor_table(snap, index)
+  check_tensors(family, cfg, where)
+
+  local id = snap.name or M.model_id(repo)
+  local view = {
+    id = id, ID = id:upper(), repo = repo, commit = snap.commit,
+    repo_comment = c_comment(repo), commit_comment = c_comment(snap.commit or "(no commit: local folder)"),
+    repo_c = c_str(repo), commit_c = c_str(snap.commit or ""),
+    arch = arch, cfg = cfg, fields = config_fields(cfg),
+    globals = {}, layer = {}, tied = cfg.tie_word_embeddings,
+    rms_norm_eps = c_double(cfg.rms_norm_eps),
+    tensor_count = 0,
+  }
+  for _, spec in ipairs(family.globals) do view.globals[#view.globals + 1] = tensor_view(spec, cfg) end
+  for _, spec in ipairs(family.layer) do view.layer[#view.layer + 1] = tensor_view(spec, cfg) end
+  view.tensor_count = #view.globals - (cfg.tie_word_embeddings and 1 or 0) + cfg.n_layers * #view.layer
+
+  local env = {
+    m = view, ipairs = ipairs, string = string, table = table, math = math, tostring = tostring,
+    pad = pad, c_str = c_str, c_comment = c_comment, c_double = c_double,
+  }
+  local outputs = {
+    { path = id .. "_weights.h", template = "weights.h" },
+    { path = id .. "_weights.c", template = "weights.c" },
+    { path = id .. "_cpu_helpers.h", template = "cpu_helpers.h" },
+    { path = id .. "_cpu_helpers.c", template = "cpu_helpers.c" },
+    { path = "TODO.md", template = "TODO.md", keep = true },
+    { path = "docs/development_progress/progress.md", template = "progress.md", keep = true },
+  }
+  local files = {}
+  for _, o in ipairs(outputs) do
+    local src = templates[o.template] or error("no template named " .. o.template)
+    files[#files + 1] = { path = o.path, text = tmpl.render(src, "templates/" .. o.template .. ".tmpl", env),
+      keep = o.keep or false }
+  end
+  return { id = id, files = files }
+end
+
+return M

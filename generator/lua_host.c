@@ -1,0 +1,278 @@
+/* The Lua host: gen.lua runs inside pmain under lua_pcall, as lua.c does. */
+#include "lua_host.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "embedded.h"
+#include "gm/safetensors.h"
+#include "json2lua.h"
+
+typedef struct call {
+    const gm_snapshot *snap;
+    const gm_gen_options *opt;
+    gm_gen_result *out;
+    gm_status *st;
+} call;
+
+/* Keep error tables from gen.lua as they are; give strings a traceback when verbose. */
+static int msghandler(lua_State *L)
+{
+    if (lua_istable(L, 1))
+        return 1;
+    const char *msg = lua_tostring(L, 1);
+    if (!msg)
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    if (lua_toboolean(L, lua_upvalueindex(1))) {
+        luaL_traceback(L, L, msg, 1);
+        fprintf(stderr, "%s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+    lua_pushstring(L, msg);
+    return 1;
+}
+
+/* package.preload loader for an embedded module; upvalue 1 is its gm_embedded entry. */
+static int load_embedded(lua_State *L)
+{
+    const gm_embedded_file *f = lua_touserdata(L, lua_upvalueindex(1));
+    char chunkname[256];
+    snprintf(chunkname, sizeof chunkname, "=generator/%s", f->name);
+    if (luaL_loadbufferx(L, f->data, f->len, chunkname, "t") != LUA_OK)
+        return lua_error(L);
+    lua_call(L, 0, 1);
+    return 1;
+}
+
+static int strict_index(lua_State *L)
+{
+    return luaL_error(L, "undeclared global '%s'", lua_tostring(L, 2));
+}
+
+/* Libraries, embedded modules, and a _G that refuses undeclared names. */
+static void setup(lua_State *L)
+{
+    static const luaL_Reg libs[] = {
+        {LUA_GNAME, luaopen_base},       {LUA_LOADLIBNAME, luaopen_package},
+        {LUA_TABLIBNAME, luaopen_table}, {LUA_STRLIBNAME, luaopen_string},
+        {LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8},
+        {NULL, NULL}};
+    for (const luaL_Reg *lib = libs; lib->func; lib++) {
+        luaL_requiref(L, lib->name, lib->func, 1);
+        lua_pop(L, 1);
+    }
+    lua_pushnil(L);
+    lua_setglobal(L, "dofile");
+    lua_pushnil(L);
+    lua_setglobal(L, "loadfile");
+
+    lua_getglobal(L, "package");
+    lua_pushliteral(L, "");
+    lua_setfield(L, -2, "path");
+    lua_pushliteral(L, "");
+    lua_setfield(L, -2, "cpath");
+    lua_pushnil(L);
+    lua_setfield(L, -2, "loadlib");
+    lua_getfield(L, -1, "preload");
+    for (const gm_embedded_file *f = gm_embedded; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (strncmp(f->name, "lua/", 4) != 0 || n < 8 || strcmp(f->name + n - 4, ".lua") != 0)
+            continue;
+        lua_pushlstring(L, f->name + 4, n - 8); /* "lua/gen.lua" -> "gen" */
+        lua_pushlightuserdata(L, (void *)f);
+        lua_pushcclosure(L, load_embedded, 1);
+        lua_settable(L, -3);
+    }
+    lua_pop(L, 2); /* preload, package */
+
+    luaL_requiref(L, "gm.json", gm_json_open, 0);
+    lua_pop(L, 1);
+
+    lua_pushglobaltable(L);
+    lua_newtable(L);
+    lua_pushcfunction(L, strict_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, strict_index);
+    lua_setfield(L, -2, "__newindex");
+    lua_setmetatable(L, -2);
+    lua_pop(L, 1);
+}
+
+/* The snapshot as gen.lua reads it (see the comment at the top of gen.lua). */
+static void push_snapshot(lua_State *L, const call *c)
+{
+    const gm_snapshot *s = c->snap;
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, s->repo);
+    lua_setfield(L, -2, "repo");
+    if (s->commit) {
+        lua_pushstring(L, s->commit);
+        lua_setfield(L, -2, "commit");
+    }
+    if (c->opt->name) {
+        lua_pushstring(L, c->opt->name);
+        lua_setfield(L, -2, "name");
+    }
+    lua_pushlstring(L, s->config, s->config_len);
+    lua_setfield(L, -2, "config");
+    if (s->index) {
+        lua_pushlstring(L, s->index, s->index_len);
+        lua_setfield(L, -2, "index");
+    }
+    lua_createtable(L, (int)s->n_shards, 0);
+    for (size_t i = 0; i < s->n_shards; i++) {
+        const gm_shard *sh = &s->shards[i];
+        st_header h;
+        if (st_header_parse(&h, sh->header, sh->header_len, sh->file_size, sh->file, c->st))
+            luaL_error(L, "%s", c->st->msg); /* validated when read: not expected */
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, sh->file);
+        lua_setfield(L, -2, "file");
+        lua_createtable(L, (int)h.n_tensors, 0);
+        for (size_t k = 0; k < h.n_tensors; k++) {
+            const st_tensor *t = &h.tensors[k];
+            lua_createtable(L, 0, 3);
+            lua_pushstring(L, t->name);
+            lua_setfield(L, -2, "name");
+            lua_pushstring(L, st_dtype_name(t->dtype));
+            lua_setfield(L, -2, "dtype");
+            lua_createtable(L, t->rank, 0);
+            for (int d = 0; d < t->rank; d++) {
+                lua_pushinteger(L, t->shape[d]);
+                lua_rawseti(L, -2, d + 1);
+            }
+            lua_setfield(L, -2, "shape");
+            lua_rawseti(L, -2, (lua_Integer)k + 1);
+        }
+        st_header_free(&h);
+        lua_setfield(L, -2, "tensors");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "shards");
+}
+
+/* templates/<name>.tmpl, embedded or read from opt->templates_dir. */
+static void push_templates(lua_State *L, const call *c)
+{
+    lua_newtable(L);
+    for (const gm_embedded_file *f = gm_embedded; f->name; f++) {
+        size_t n = strlen(f->name);
+        if (strncmp(f->name, "templates/", 10) != 0 || n < 15 || strcmp(f->name + n - 5, ".tmpl") != 0)
+            continue;
+        lua_pushlstring(L, f->name + 10, n - 15); /* "weights.c" */
+        if (c->opt->templates_dir) {
+            char path[4096];
+            char *text = NULL;
+            size_t len = 0;
+            snprintf(path, sizeof path, "%s/%s", c->opt->templates_dir, f->name + 10);
+            if (gm_read_file(path, 16u << 20, &text, &len, c->st))
+                luaL_error(L, "%s", c->st->msg);
+            lua_pushlstring(L, text, len);
+            free(text);
+        } else {
+            lua_pushlstring(L, f->data, f->len);
+        }
+        lua_settable(L, -3);
+    }
+}
+
+static char *dup_field(lua_State *L, int idx, const char *key, size_t *len)
+{
+    lua_getfield(L, idx, key);
+    size_t n = 0;
+    const char *s = luaL_checklstring(L, -1, &n);
+    char *copy = malloc(n + 1);
+    if (!copy)
+        luaL_error(L, "out of memory");
+    memcpy(copy, s, n + 1);
+    lua_pop(L, 1);
+    if (len)
+        *len = n;
+    return copy;
+}
+
+static int pmain(lua_State *L)
+{
+    call *c = lua_touserdata(L, 1);
+    setup(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "gen");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "generate");
+    push_snapshot(L, c);
+    push_templates(L, c);
+    lua_call(L, 2, 1);
+
+    gm_gen_result *r = c->out;
+    int res = lua_gettop(L);
+    r->id = dup_field(L, res, "id", NULL);
+    lua_getfield(L, res, "files");
+    size_t n = (size_t)luaL_len(L, -1);
+    r->files = calloc(n ? n : 1, sizeof *r->files);
+    if (!r->files)
+        return luaL_error(L, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        gm_gen_file *f = &r->files[r->n_files++];
+        f->path = dup_field(L, -1, "path", NULL);
+        f->text = dup_field(L, -1, "text", &f->len);
+        lua_getfield(L, -1, "keep");
+        f->keep = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
+    return 0;
+}
+
+static int code_of_kind(const char *kind)
+{
+    static const struct { const char *kind; int code; } kinds[] = {
+        {"format", GM_EFORMAT}, {"missing", GM_EMISSING}, {"shape", GM_ESHAPE},
+        {"dtype", GM_EDTYPE},   {"unsupported", GM_EUNSUPPORTED},
+    };
+    for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kind, kinds[i].kind) == 0)
+            return kinds[i].code;
+    return GM_ELUA;
+}
+
+int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
+                gm_gen_result *out, gm_status *st)
+{
+    call c = {snap, opt, out, st};
+    memset(out, 0, sizeof *out);
+    lua_State *L = luaL_newstate();
+    if (!L)
+        return gm_fail(st, GM_ENOMEM, "cannot create the Lua state: out of memory");
+    lua_pushboolean(L, opt->verbose);
+    lua_pushcclosure(L, msghandler, 1);
+    lua_pushcfunction(L, pmain);
+    lua_pushlightuserdata(L, &c);
+    if (lua_pcall(L, 1, 0, 1) != LUA_OK) {
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "kind");
+            lua_getfield(L, -2, "msg");
+            gm_fail(st, code_of_kind(lua_tostring(L, -2)), "%s", lua_tostring(L, -1));
+        } else if (st->code == GM_OK) {
+            gm_fail(st, GM_ELUA, "%s", lua_tostring(L, -1));
+        }
+        gm_gen_result_free(out);
+    }
+    lua_close(L);
+    return st->code;
+}
+
+void gm_gen_result_free(gm_gen_result *r)
+{
+    for (size_t i = 0; i < r->n_files; i++) {
+        free(r->files[i].path);
+        free(r->files[i].text);
+    }
+    free(r->files);
+    free(r->id);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,45 @@
+/*
+** The embedded Lua 5.4 interpreter that runs the generator (generator/lua/)
+** over a snapshot and renders templates/. Lua sees no io, os or debug
+** library, no file loaders and no undeclared globals: the generator is a pure
+** function from a snapshot to a list of files, and the host does all writing.
+*/
+#ifndef GM_LUA_HOST_H
+#define GM_LUA_HOST_H
+
+#include <stddef.h>
+
+#include "gm/status.h"
+#include "snapshot.h"
+
+typedef struct gm_gen_file {
+    char *path;  /* relative to models/<id>/ */
+    char *text;
+    size_t len;
+    int keep;    /* a living document: an existing copy is kept, not replaced */
+} gm_gen_file;
+
+typedef struct gm_gen_result {
+    char *id;    /* the model id, a C identifier */
+    gm_gen_file *files;
+    size_t n_files;
+} gm_gen_result;
+
+typedef struct gm_gen_options {
+    const char *name;          /* the model id to use, or NULL to derive it from the repo */
+    const char *templates_dir; /* read templates from here instead of the embedded copies */
+    int verbose;               /* a Lua traceback with internal errors */
+} gm_gen_options;
+
+/*
+** Check the snapshot (scope, Config, tensors) and render every output.
+** Errors keep the message the generator gives; the code tells a refusal
+** (GM_EUNSUPPORTED) from bad input (GM_EFORMAT, GM_EMISSING, GM_ESHAPE,
+** GM_EDTYPE) and from a bug in a template or the generator (GM_ELUA).
+*/
+int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
+                gm_gen_result *out, gm_status *st);
+
+void gm_gen_result_free(gm_gen_result *r);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+** gen-model: scaffold a Hugging Face decoder LLM's C inputs for an NPU
+** deployment (Phase 0). Only main() turns a status into an exit code.
+*/
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm/status.h"
+#include "lua_host.h"
+#include "output.h"
+#include "snapshot.h"
+
+enum {
+    EXIT_OK = 0,
+    EXIT_INPUT = 1,       /* malformed or inconsistent input: config, headers, tensors */
+    EXIT_USAGE = 2,       /* bad command line */
+    EXIT_REFUSED = 3,     /* the model is outside gen-model's scope */
+    EXIT_IO = 4,          /* a file could not be read or written */
+    EXIT_NETWORK = 5,     /* the Hub could not be reached or refused */
+    EXIT_INTERNAL = 70    /* a bug in gen-model or a template */
+};
+
+static const char usage[] =
+    "usage: gen-model SOURCE [--out DIR] [--name ID] [--repo ORG/NAME] [--templates DIR] [--verbose]\n"
+    "\n"
+    "Scaffold models/<id>/ for a Hugging Face decoder LLM: <id>_weights.[ch] (Config,\n"
+    "LayerWeights, loader, RoPE table), <id>_cpu_helpers.[ch], TODO.md,\n"
+    "docs/development_progress/progress.md and snapshot/, the inputs it was made from.\n"
+    "\n"
+    "SOURCE      a model folder: config.json plus model.safetensors or\n"
+    "            model.safetensors.index.json and its shards; any safetensors file may\n"
+    "            be only its header (<file>.head), as in models/<id>/snapshot/\n"
+    "\n"
+    "options:\n"
+    "  -o, --out DIR        write DIR/<id>/ (default: models)\n"
+    "  -n, --name ID        the model id (default: the repo name lower-cased, every run\n"
+    "                       of other characters turned into '_': Qwen2-1.5B -> qwen2_1_5b)\n"
+    "  -r, --repo ORG/NAME  the Hub repo id, for a folder that does not record it\n"
+    "      --templates DIR  read the templates from DIR instead of the built-in ones\n"
+    "  -v, --verbose        a Lua traceback with internal errors\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "In scope: LlamaForCausalLM, MistralForCausalLM without sliding window,\n"
+    "Qwen2ForCausalLM, Qwen3ForCausalLM. Anything else is refused with its reason.\n"
+    "\n"
+    "exit status: 0 written; 1 bad input (config, header, tensors); 2 usage;\n"
+    "3 model out of scope; 4 file system error; 70 internal error\n";
+
+static int exit_code(int code)
+{
+    switch (code) {
+    case GM_OK: return EXIT_OK;
+    case GM_EUSAGE: return EXIT_USAGE;
+    case GM_EUNSUPPORTED: return EXIT_REFUSED;
+    case GM_EIO: return EXIT_IO;
+    case GM_ENET: return EXIT_NETWORK;
+    case GM_ELUA: return EXIT_INTERNAL;
+    default: return EXIT_INPUT;
+    }
+}
+
+static int valid_id(const char *s)
+{
+    if (!*s || strlen(s) > 64 || !((*s >= 'a' && *s <= 'z') || *s == '_'))
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return 0;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"out", required_argument, 0, 'o'},   {"name", required_argument, 0, 'n'},
+        {"repo", required_argument, 0, 'r'},  {"templates", required_argument, 0, 'T'},
+        {"verbose", no_argument, 0, 'v'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *out_dir = "models", *repo = NULL;
+    gm_gen_options opt = {0};
+    int c;
+    while ((c = getopt_long(argc, argv, "o:n:r:vh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out_dir = optarg; break;
+        case 'n': opt.name = optarg; break;
+        case 'r': repo = optarg; break;
+        case 'T': opt.templates_dir = optarg; break;
+        case 'v': opt.verbose = 1; break;
+        case 'h': fputs(usage, stdout); return EXIT_OK;
+        default: fputs(usage, stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "gen-model: expected one SOURCE, found %d; see gen-model --help\n", argc - optind);
+        return EXIT_USAGE;
+    }
+    if (opt.name && !valid_id(opt.name)) {
+        fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_', "
+                "found '%s'\n", opt.name);
+        return EXIT_USAGE;
+    }
+    const char *source = argv[optind];
+
+    gm_status st = {0};
+    gm_snapshot snap;
+    gm_gen_result res = {0};
+    if (gm_snapshot_from_dir(&snap, source, repo, &st))
+        goto out;
+    if (gm_generate(&snap, &opt, &res, &st))
+        goto out;
+    if (gm_write_model(out_dir, &res, &snap, &st))
+        goto out;
+    printf("gen-model: wrote %s/%s/ from %s @ %.12s (%zu shard header%s)\n", out_dir, res.id, snap.repo,
+           snap.commit ? snap.commit : "local", snap.n_shards, snap.n_shards == 1 ? "" : "s");
+    for (size_t i = 0; i < res.n_files; i++)
+        printf("  %s/%s/%s\n", out_dir, res.id, res.files[i].path);
+    printf("  %s/%s/snapshot/\n", out_dir, res.id);
+out:
+    if (st.code)
+        fprintf(stderr, "gen-model: %s\n", st.msg);
+    gm_gen_result_free(&res);
+    gm_snapshot_free(&snap);
+    return exit_code(st.code);
+}

@@ -1,0 +1,119 @@
+/* Atomic output: build in a temporary folder, swap it in with one rename. */
+#include "output.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int gm_remove_tree(const char *path)
+{
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* mkdir -p for the folders inside the temporary tree. */
+static int make_parents(const char *path, gm_status *st)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return gm_fail(st, GM_EIO, "%s: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Fill the temporary folder tmp with everything models/<id>/ will hold. */
+static int fill(const char *tmp, const char *final, const gm_gen_result *r,
+                const gm_snapshot *snap, gm_status *st)
+{
+    char path[PATH_MAX], old[PATH_MAX];
+    for (size_t i = 0; i < r->n_files; i++) {
+        const gm_gen_file *f = &r->files[i];
+        if (snprintf(path, sizeof path, "%s/%s", tmp, f->path) >= (int)sizeof path ||
+            snprintf(old, sizeof old, "%s/%s", final, f->path) >= (int)sizeof old)
+            return gm_fail(st, GM_EIO, "%s/%s: path too long", final, f->path);
+        if (make_parents(path, st))
+            return st->code;
+        if (f->keep && exists(old)) {
+            char *text = NULL;
+            size_t len = 0;
+            if (gm_read_file(old, 64u << 20, &text, &len, st))
+                return st->code;
+            gm_write_file(path, text, len, st);
+            free(text);
+        } else {
+            gm_write_file(path, f->text, f->len, st);
+        }
+        if (st->code)
+            return st->code;
+    }
+    if (snprintf(path, sizeof path, "%s/snapshot", tmp) >= (int)sizeof path)
+        return gm_fail(st, GM_EIO, "%s/snapshot: path too long", tmp);
+    if (mkdir(path, 0755) != 0)
+        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", path, strerror(errno));
+    return gm_snapshot_write(snap, path, st);
+}
+
+int gm_write_model(const char *out_dir, const gm_gen_result *r,
+                   const gm_snapshot *snap, gm_status *st)
+{
+    char final[PATH_MAX], tmp[PATH_MAX];
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", out_dir, strerror(errno));
+    if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final ||
+        snprintf(tmp, sizeof tmp, "%s/.%s.tmp-XXXXXX", out_dir, r->id) >= (int)sizeof tmp)
+        return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);
+    if (!mkdtemp(tmp))
+        return gm_fail(st, GM_EIO, "%s: cannot create a temporary folder: %s", out_dir, strerror(errno));
+    if (chmod(tmp, 0755) != 0) {
+        gm_fail(st, GM_EIO, "%s: chmod failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (fill(tmp, final, r, snap, st))
+        goto fail;
+
+    if (!exists(final)) {
+        if (rename(tmp, final) != 0) {
+            gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", final, tmp, strerror(errno));
+            goto fail;
+        }
+        return 0;
+    }
+    /* swap old and new in one step; the old tree then sits at tmp */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) != 0) {
+        gm_fail(st, GM_EIO, "%s: cannot replace it with %s: %s", final, tmp, strerror(errno));
+        goto fail;
+    }
+    if (gm_remove_tree(tmp) != 0)
+        fprintf(stderr, "gen-model: warning: %s: the previous version could not be removed: %s\n",
+                tmp, strerror(errno));
+    return 0;
+fail:
+    gm_remove_tree(tmp);
+    return st->code;
+}

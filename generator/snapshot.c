@@ -1,0 +1,376 @@
+/* Snapshots: from a folder in, to models/<id>/snapshot/ out. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gm/safetensors.h"
+
+#define MAX_JSON_FILE (64u << 20) /* config.json and index files are kilobytes */
+
+int gm_read_file(const char *path, size_t max, char **data, size_t *len,
+                 gm_status *st)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    char *buf = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)sb.st_size > max) {
+        gm_fail(st, GM_EFORMAT, "%s: expected at most %zu bytes, found %lld", path, max,
+                (long long)sb.st_size);
+        goto out;
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    buf = malloc(n + 1);
+    if (!buf) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+        goto out;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            gm_fail(st, GM_EIO, "%s: read failed after %zu of %zu bytes: %s", path, got, n,
+                    r < 0 ? strerror(errno) : "unexpected end of file");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return st->code;
+}
+
+int gm_write_file(const char *path, const void *data, size_t len, gm_status *st)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return gm_fail(st, GM_EIO, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
+            goto fail;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        gm_fail(st, GM_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        gm_fail(st, GM_EIO, "%s: close failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+        goto fail;
+    }
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return st->code;
+}
+
+static int name_part_valid(const char *s, size_t n)
+{
+    if (n == 0 || n > 96)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 (i > 0 && (c == '.' || c == '_' || c == '-'));
+        if (!ok || (c == '.' && s[i - 1] == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+int gm_repo_id_valid(const char *repo)
+{
+    const char *slash = strchr(repo, '/');
+    if (!slash)
+        return name_part_valid(repo, strlen(repo));
+    return name_part_valid(repo, (size_t)(slash - repo)) &&
+           name_part_valid(slash + 1, strlen(slash + 1));
+}
+
+static int commit_valid(const char *c)
+{
+    if (strlen(c) != 40)
+        return 0;
+    for (const char *p = c; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    return 1;
+}
+
+static int path_join(char *out, size_t size, const char *dir, const char *file,
+                     gm_status *st)
+{
+    if (snprintf(out, size, "%s/%s", dir, file) >= (int)size)
+        return gm_fail(st, GM_EIO, "%s/%s: path too long", dir, file);
+    return 0;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* repo and commit from a small JSON file holding {"repo": ..., "commit": ...}. */
+static int read_origin(gm_snapshot *s, const char *path, gm_status *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *root = NULL;
+    if (gm_read_file(path, 1u << 20, &text, &len, st))
+        return st->code;
+    root = cJSON_ParseWithLength(text, len);
+    const cJSON *repo = cJSON_GetObjectItemCaseSensitive(root, "repo");
+    const cJSON *commit = cJSON_GetObjectItemCaseSensitive(root, "commit");
+    if (!cJSON_IsString(repo) || !gm_repo_id_valid(repo->valuestring)) {
+        gm_fail(st, GM_EFORMAT, "%s: expected \"repo\" to be a Hub repo id like \"org/name\"", path);
+        goto out;
+    }
+    if (commit && !cJSON_IsNull(commit) &&
+        (!cJSON_IsString(commit) || !commit_valid(commit->valuestring))) {
+        gm_fail(st, GM_EFORMAT, "%s: expected \"commit\" to be 40 lower-case hex digits or null", path);
+        goto out;
+    }
+    s->repo = strdup(repo->valuestring);
+    if (cJSON_IsString(commit))
+        s->commit = strdup(commit->valuestring);
+    if (!s->repo || (cJSON_IsString(commit) && !s->commit))
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+out:
+    cJSON_Delete(root);
+    free(text);
+    return st->code;
+}
+
+/*
+** The repo id and commit of a folder with no origin file: a Hugging Face
+** cache snapshot path .../models--org--name/snapshots/<commit>, else the
+** folder's own name.
+*/
+static int origin_from_path(gm_snapshot *s, const char *dir, gm_status *st)
+{
+    char *abs = realpath(dir, NULL);
+    if (!abs)
+        return gm_fail(st, GM_EIO, "%s: cannot resolve: %s", dir, strerror(errno));
+    char *base = strrchr(abs, '/');
+    base = base ? base + 1 : abs;
+    char *snaps = base > abs + 1 ? base - 1 : NULL; /* the '/' before base */
+    if (snaps && commit_valid(base)) {
+        *snaps = '\0';
+        char *parent = strrchr(abs, '/');
+        if (parent && strcmp(parent + 1, "snapshots") == 0) {
+            *parent = '\0';
+            char *cache = strrchr(abs, '/');
+            cache = cache ? cache + 1 : abs;
+            if (strncmp(cache, "models--", 8) == 0) {
+                char repo[256];
+                const char *sep = strstr(cache + 8, "--");
+                if (sep)
+                    snprintf(repo, sizeof repo, "%.*s/%s", (int)(sep - cache - 8), cache + 8, sep + 2);
+                else
+                    snprintf(repo, sizeof repo, "%s", cache + 8);
+                if (gm_repo_id_valid(repo)) {
+                    s->repo = strdup(repo);
+                    s->commit = strdup(base);
+                    free(abs);
+                    return s->repo && s->commit ? 0 : gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+                }
+            }
+        }
+        *snaps = '/';
+    }
+    if (!gm_repo_id_valid(base)) {
+        gm_fail(st, GM_EUSAGE, "%s: folder name '%s' is not usable as a repo id; pass --repo ORG/NAME",
+                dir, base);
+        free(abs);
+        return st->code;
+    }
+    s->repo = strdup(base);
+    free(abs);
+    return s->repo ? 0 : gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+}
+
+/* Read the header of shard file `file` in dir, complete or as file.head. */
+static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status *st)
+{
+    char path[4096];
+    struct stat sb;
+    sh->file = strdup(file);
+    if (!sh->file)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", file);
+    if (path_join(path, sizeof path, dir, file, st))
+        return st->code;
+    if (stat(path, &sb) == 0) {
+        sh->file_size = (uint64_t)sb.st_size;
+    } else {
+        if (snprintf(path, sizeof path, "%s/%s.head", dir, file) >= (int)sizeof path)
+            return gm_fail(st, GM_EIO, "%s/%s.head: path too long", dir, file);
+        if (!exists(path))
+            return gm_fail(st, GM_EMISSING, "%s: neither %s nor %s.head is present", dir, file, file);
+    }
+    if (st_read_header_bytes(path, &sh->header, &sh->header_len, st))
+        return st->code;
+    /* validated here once so every later step can trust it */
+    st_header h;
+    if (st_header_parse(&h, sh->header, sh->header_len, sh->file_size, file, st))
+        return st->code;
+    st_header_free(&h);
+    return 0;
+}
+
+int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
+                         const char *repo_override, gm_status *st)
+{
+    char path[4096];
+    char **names = NULL;
+    size_t n_names = 0;
+    memset(s, 0, sizeof *s);
+
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EIO, "%s: expected a model folder", dir);
+
+    if (path_join(path, sizeof path, dir, "config.json", st) ||
+        gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
+        goto fail;
+
+    if (repo_override) {
+        if (!gm_repo_id_valid(repo_override)) {
+            gm_fail(st, GM_EUSAGE, "--repo: expected a Hub repo id like \"org/name\", found '%s'",
+                    repo_override);
+            goto fail;
+        }
+        s->repo = strdup(repo_override);
+    } else if (path_join(path, sizeof path, dir, "source.json", st) == 0 && exists(path)) {
+        if (read_origin(s, path, st))
+            goto fail;
+    } else if (path_join(path, sizeof path, dir, ".hub.json", st) == 0 && exists(path)) {
+        if (read_origin(s, path, st))
+            goto fail;
+    } else if (origin_from_path(s, dir, st)) {
+        goto fail;
+    }
+    if (st->code)
+        goto fail;
+
+    char single[4096];
+    if (path_join(single, sizeof single - 5, dir, "model.safetensors", st))
+        goto fail;
+    if (exists(single) || (strcat(single, ".head"), exists(single))) {
+        s->shards = calloc(1, sizeof *s->shards);
+        if (!s->shards) {
+            gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+            goto fail;
+        }
+        s->n_shards = 1;
+        if (read_shard(&s->shards[0], dir, "model.safetensors", st))
+            goto fail;
+        return 0;
+    }
+    if (path_join(path, sizeof path, dir, "model.safetensors.index.json", st))
+        goto fail;
+    if (!exists(path)) {
+        gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json, found neither",
+                dir);
+        goto fail;
+    }
+    if (gm_read_file(path, MAX_JSON_FILE, &s->index, &s->index_len, st) ||
+        st_index_shards(s->index, s->index_len, "model.safetensors.index.json", &names, &n_names, st))
+        goto fail;
+    s->shards = calloc(n_names ? n_names : 1, sizeof *s->shards);
+    if (!s->shards) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+        goto fail;
+    }
+    s->n_shards = n_names;
+    for (size_t i = 0; i < n_names; i++)
+        if (read_shard(&s->shards[i], dir, names[i], st))
+            goto fail;
+    st_free_names(names, n_names);
+    return 0;
+fail:
+    st_free_names(names, n_names);
+    gm_snapshot_free(s);
+    return st->code;
+}
+
+int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st)
+{
+    char path[4096];
+    if (path_join(path, sizeof path, dir, "config.json", st) ||
+        gm_write_file(path, s->config, s->config_len, st))
+        return st->code;
+    if (s->index && (path_join(path, sizeof path, dir, "model.safetensors.index.json", st) ||
+                     gm_write_file(path, s->index, s->index_len, st)))
+        return st->code;
+    for (size_t i = 0; i < s->n_shards; i++) {
+        if (snprintf(path, sizeof path, "%s/%s.head", dir, s->shards[i].file) >= (int)sizeof path)
+            return gm_fail(st, GM_EIO, "%s/%s.head: path too long", dir, s->shards[i].file);
+        if (gm_write_file(path, s->shards[i].header, s->shards[i].header_len, st))
+            return st->code;
+    }
+    /* repo and commit were validated on the way in: plain characters only */
+    char origin[512];
+    int n = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s\n}\n", s->repo,
+                     s->commit ? "\"" : "", s->commit ? s->commit : "null", s->commit ? "\"" : "");
+    if (n < 0 || n >= (int)sizeof origin)
+        return gm_fail(st, GM_EFORMAT, "source.json: repo id too long");
+    if (path_join(path, sizeof path, dir, "source.json", st) ||
+        gm_write_file(path, origin, (size_t)n, st))
+        return st->code;
+    return 0;
+}
+
+void gm_snapshot_free(gm_snapshot *s)
+{
+    free(s->repo);
+    free(s->commit);
+    free(s->config);
+    free(s->index);
+    for (size_t i = 0; i < s->n_shards; i++) {
+        free(s->shards[i].file);
+        free(s->shards[i].header);
+    }
+    free(s->shards);
+    memset(s, 0, sizeof *s);
+}

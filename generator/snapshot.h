@@ -1,0 +1,63 @@
+/*
+** What gen-model works from: the bytes a model's scaffolding depends on, and
+** nothing else. A local folder, the Hugging Face cache or the Hub all produce
+** the same gm_snapshot, and models/<id>/snapshot/ keeps it so that anyone can
+** regenerate the same sources offline.
+*/
+#ifndef GM_SNAPSHOT_H
+#define GM_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm/status.h"
+
+typedef struct gm_shard {
+    char *file;       /* "model.safetensors", "model-00001-of-00004.safetensors" */
+    uint8_t *header;  /* the file's first 8 + N bytes */
+    size_t header_len;
+    uint64_t file_size; /* the whole file's size when known, else 0 */
+} gm_shard;
+
+typedef struct gm_snapshot {
+    char *repo;         /* "Qwen/Qwen2-1.5B" */
+    char *commit;       /* 40 hex digits, or NULL for a local folder without one */
+    char *config;       /* config.json bytes, NUL-terminated */
+    size_t config_len;
+    char *index;        /* model.safetensors.index.json bytes, or NULL */
+    size_t index_len;
+    gm_shard *shards;   /* sorted by file name */
+    size_t n_shards;
+} gm_snapshot;
+
+/*
+** Read a snapshot from a folder laid out like a Hub repo: config.json, and
+** model.safetensors or model.safetensors.index.json with its shards, where a
+** safetensors file may be complete or only its header (<file>.head). The
+** repo id and commit come from, in order: repo_override; source.json (written
+** by gen-model beside a snapshot); .hub.json (an offline Hub copy); a Hugging
+** Face cache path .../models--org--name/snapshots/<commit>; the folder's name.
+*/
+int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
+                         const char *repo_override, gm_status *st);
+
+/*
+** Write the snapshot into folder dir (which must exist): config.json, the
+** index if any, <file>.head for every shard, and source.json.
+*/
+int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st);
+
+void gm_snapshot_free(gm_snapshot *s);
+
+/* A Hub repo id: "name" or "org/name", each part [A-Za-z0-9][A-Za-z0-9._-]*, no "..". */
+int gm_repo_id_valid(const char *repo);
+
+/* Read a whole small file (at most max bytes) into a NUL-terminated buffer. */
+int gm_read_file(const char *path, size_t max, char **data, size_t *len,
+                 gm_status *st);
+
+/* Write data to path via path.tmp, fsync and rename. */
+int gm_write_file(const char *path, const void *data, size_t len,
+                  gm_status *st);
+
+#endif

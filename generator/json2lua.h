@@ -31,16 +31,19 @@ extern void *const gm_json_null;
 /*
 ** Parse text and push the value. On a syntax error push nothing, write
 ** "<what>: <problem> at line L, column C" into err (errsize bytes) and
-** return -1; return 0 on success. Never raises a Lua error except for
+** return -1; return 0 on success. Lines and columns start at 1; a column
+** counts characters, not bytes. Never raises a Lua error except for
 ** memory exhaustion.
 */
 int gm_json_push(lua_State *L, const char *text, size_t len, const char *what,
                  char *err, size_t errsize);
 
 /*
-** Register the metatables and a module table {decode = f, null = sentinel}
-** as package.loaded["gm.json"]; json.decode(text, what) raises
-** error(msg, 0) on bad input.
+** Register the metatables and a module table {decode = f, null = sentinel,
+** object_mt = ..., array_mt = ...} as package.loaded["gm.json"];
+** json.decode(text, what) raises error(msg, 0) on bad input. Leaves the
+** module table on the stack and returns 1, so it also serves as the openf
+** of luaL_requiref.
 */
 int gm_json_open(lua_State *L);
 

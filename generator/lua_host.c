@@ -14,6 +14,7 @@
 #include "json2lua.h"
 
 typedef struct call {
+    int config_only; /* run gen.check_config instead of gen.generate */
     const gm_snapshot *snap;
     const gm_gen_options *opt;
     gm_gen_result *out;
@@ -203,6 +204,12 @@ static int pmain(lua_State *L)
     lua_getglobal(L, "require");
     lua_pushliteral(L, "gen");
     lua_call(L, 1, 1);
+    if (c->config_only) {
+        lua_getfield(L, -1, "check_config");
+        push_snapshot(L, c);
+        lua_call(L, 1, 0);
+        return 0;
+    }
     lua_getfield(L, -1, "generate");
     push_snapshot(L, c);
     push_templates(L, c);
@@ -240,18 +247,36 @@ static int code_of_kind(const char *kind)
     return GM_ELUA;
 }
 
+static int run(call *c);
+
+int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_status *st)
+{
+    gm_gen_result unused = {0};
+    call c = {1, snap, opt, &unused, st};
+    return run(&c);
+}
+
 int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
                 gm_gen_result *out, gm_status *st)
 {
-    call c = {snap, opt, out, st};
+    call c = {0, snap, opt, out, st};
     memset(out, 0, sizeof *out);
+    return run(&c);
+}
+
+/* Run pmain in a fresh interpreter; Lua errors become st. */
+static int run(call *c)
+{
+    gm_gen_result *out = c->out;
+    const gm_gen_options *opt = c->opt;
+    gm_status *st = c->st;
     lua_State *L = luaL_newstate();
     if (!L)
         return gm_fail(st, GM_ENOMEM, "cannot create the Lua state: out of memory");
     lua_pushboolean(L, opt->verbose);
     lua_pushcclosure(L, msghandler, 1);
     lua_pushcfunction(L, pmain);
-    lua_pushlightuserdata(L, &c);
+    lua_pushlightuserdata(L, c);
     if (lua_pcall(L, 1, 0, 1) != LUA_OK) {
         if (lua_istable(L, -1)) {
             lua_getfield(L, -1, "kind");

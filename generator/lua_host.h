@@ -32,6 +32,13 @@ typedef struct gm_gen_options {
 } gm_gen_options;
 
 /*
+** What config.json alone decides, before any tensor header is read: the
+** scope check (a refusal is GM_EUNSUPPORTED) and the Config's types and
+** required keys. snap needs only repo and config.
+*/
+int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_status *st);
+
+/*
 ** Check the snapshot (scope, Config, tensors) and render every output.
 ** Errors keep the message the generator gives; the code tells a refusal
 ** (GM_EUNSUPPORTED) from bad input (GM_EFORMAT, GM_EMISSING, GM_ESHAPE,

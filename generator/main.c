@@ -106,9 +106,10 @@ int main(int argc, char **argv)
     gm_status st = {0};
     gm_snapshot snap;
     gm_gen_result res = {0};
-    if (gm_snapshot_from_dir(&snap, source, repo, &st))
-        goto out;
-    if (gm_generate(&snap, &opt, &res, &st))
+    if (gm_snapshot_open_dir(&snap, source, repo, &st) ||
+        gm_check_config(&snap, &opt, &st) ||
+        gm_snapshot_read_headers(&snap, source, &st) ||
+        gm_generate(&snap, &opt, &res, &st))
         goto out;
     if (gm_write_model(out_dir, &res, &snap, &st))
         goto out;

@@ -258,12 +258,10 @@ static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status
     return 0;
 }
 
-int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
+int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
                          const char *repo_override, gm_status *st)
 {
     char path[4096];
-    char **names = NULL;
-    size_t n_names = 0;
     memset(s, 0, sizeof *s);
 
     struct stat sb;
@@ -292,7 +290,17 @@ int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
     }
     if (st->code)
         goto fail;
+    return 0;
+fail:
+    gm_snapshot_free(s);
+    return st->code;
+}
 
+int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st)
+{
+    char path[4096];
+    char **names = NULL;
+    size_t n_names = 0;
     char single[4096];
     if (path_join(single, sizeof single - 5, dir, "model.safetensors", st))
         goto fail;
@@ -303,9 +311,8 @@ int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
             goto fail;
         }
         s->n_shards = 1;
-        if (read_shard(&s->shards[0], dir, "model.safetensors", st))
-            goto fail;
-        return 0;
+        read_shard(&s->shards[0], dir, "model.safetensors", st);
+        return st->code;
     }
     if (path_join(path, sizeof path, dir, "model.safetensors.index.json", st))
         goto fail;
@@ -326,11 +333,8 @@ int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
     for (size_t i = 0; i < n_names; i++)
         if (read_shard(&s->shards[i], dir, names[i], st))
             goto fail;
-    st_free_names(names, n_names);
-    return 0;
 fail:
     st_free_names(names, n_names);
-    gm_snapshot_free(s);
     return st->code;
 }
 

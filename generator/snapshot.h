@@ -31,15 +31,21 @@ typedef struct gm_snapshot {
 } gm_snapshot;
 
 /*
-** Read a snapshot from a folder laid out like a Hub repo: config.json, and
-** model.safetensors or model.safetensors.index.json with its shards, where a
-** safetensors file may be complete or only its header (<file>.head). The
-** repo id and commit come from, in order: repo_override; source.json (written
-** by gen-model beside a snapshot); .hub.json (an offline Hub copy); a Hugging
-** Face cache path .../models--org--name/snapshots/<commit>; the folder's name.
+** Start a snapshot from a folder laid out like a Hub repo: read config.json
+** and find the repo id and commit, from, in order: repo_override;
+** source.json (written by gen-model beside a snapshot); .hub.json (an offline
+** Hub copy); a Hugging Face cache path .../models--org--name/snapshots/<commit>;
+** the folder's name. On failure *s is left empty.
 */
-int gm_snapshot_from_dir(gm_snapshot *s, const char *dir,
+int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
                          const char *repo_override, gm_status *st);
+
+/*
+** Add the tensor list: model.safetensors, or model.safetensors.index.json and
+** every shard its weight_map names, each read only as far as its header (a
+** file may be complete or only <file>.head). Every header is validated.
+*/
+int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st);
 
 /*
 ** Write the snapshot into folder dir (which must exist): config.json, the

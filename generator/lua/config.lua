@@ -64,6 +64,11 @@ local function describe(v)
       string.format("%.17g", v) or string.format("%.1f", v) end
   if t == "integer" then return tostring(v) end
   if t == "table" then return getmetatable(v) == json.array_mt and "a list" or "an object" end
+  if t == "boolean" then return tostring(v) end
+  if t == "string" then
+    local s = v:sub(1, 40):gsub("[^%w _./:-]", "?")
+    return "a string '" .. s .. (#v > 40 and "...'" or "'")
+  end
   return "a " .. t
 end
 M.describe = describe

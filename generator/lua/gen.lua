@@ -270,6 +270,8 @@ local function tensor_view(spec, cfg)
     field = spec.field, hf = spec.hf, doc = spec.doc,
     hf_pattern = spec.hf:gsub("{L}", "%%d"),
     rank = #hf_shape, c_shape = table.concat(c_shape, ", "),
+    hf_shape = table.concat(hf_shape, ", "), hf_shape_names = table.concat(names, ", "),
+    per_layer = spec.hf:find("{L}", 1, true) and "1" or "0",
     transpose = spec.transpose and "1" or "0",
     tied = tied and spec.tied or nil,
     comment = comment,
@@ -278,14 +280,21 @@ end
 
 -- ---------------------------------------------------------------------------
 
-function M.generate(snap, templates)
-  local repo = snap.repo
+-- The checks config.json alone decides: scope, then the Config. Run before
+-- any safetensors header is read or fetched.
+function M.check_config(snap)
   local cfg_json = decode(snap.config, "config.json")
-  local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
-  local arch, family = gate(cfg_json, repo)
+  local arch, family = gate(cfg_json, snap.repo)
   local cfg = config.extract(cfg_json, "config.json")
   for k, v in pairs(family.implies) do cfg[k] = v end
-  cfg._source = repo
+  cfg._source = snap.repo
+  return arch, family, cfg
+end
+
+function M.generate(snap, templates)
+  local repo = snap.repo
+  local arch, family, cfg = M.check_config(snap)
+  local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
 
   local where = tensor_table(snap, index)
   check_tensors(family, cfg, where)

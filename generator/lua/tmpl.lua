@@ -29,7 +29,8 @@ local function translate(src)
       if line:find("${", pos, true) then
         error(string.format("line %d: unterminated ${", n), 0)
       end
-      parts[#parts + 1] = string.format("%q", line:sub(pos) .. "\n")
+      -- %q would write a newline as backslash-newline, adding a chunk line
+      parts[#parts + 1] = string.format("%q", line:sub(pos)) .. ' .. "\\n"'
       code = "_put(" .. table.concat(parts, ", ") .. ")"
     end
     out[n] = code

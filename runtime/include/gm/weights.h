@@ -1,0 +1,56 @@
+/*
+** Loading a model's weights by table. Generated code describes every tensor
+** of its model once, as a gm_tensor_spec (HF name, destination field, HF
+** shape, transposed or not); the runtime loads, finds and frees by that table.
+*/
+#ifndef GM_WEIGHTS_H
+#define GM_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm/bf16.h"
+#include "gm/safetensors.h"
+#include "gm/status.h"
+
+typedef struct gm_tensor_spec {
+    const char *hf_name; /* per-layer names hold one %d for the layer index */
+    int per_layer;       /* 1: a field of LayerWeights, 0: of Weights */
+    size_t offset;       /* offsetof the gm_bf16 * field */
+    int rank;            /* 1 or 2 */
+    int64_t shape[2];    /* as HF stores it: (out, in) for projections */
+    int transpose;       /* 1: held as (in, out), row-major */
+} gm_tensor_spec;
+
+/*
+** Where the weights live: the Weights struct, its layers array, one layer's
+** size and the number of layers.
+*/
+typedef struct gm_weights_layout {
+    void *weights;
+    void *layers;
+    size_t layer_size;
+    int n_layers;
+} gm_weights_layout;
+
+/*
+** Load every tensor of specs from the safetensors files in dir into the
+** fields the specs name (each a fresh bf16 buffer). On failure everything
+** loaded so far is freed and st names the file and tensor.
+*/
+int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
+                    size_t n_specs, const char *dir, gm_status *st);
+
+/* Free every field the specs name and set it to NULL. */
+void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
+                     size_t n_specs);
+
+/*
+** The buffer the loader filled for HF tensor `name` ("model.layers.3.mlp.up_proj.weight"),
+** and its spec in *spec; NULL when no spec matches.
+*/
+const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
+                               size_t n_specs, const char *name,
+                               const gm_tensor_spec **spec);
+
+#endif

@@ -1,0 +1,391 @@
+/*
+** gen-model as a user meets it: the binary run on the offline Hub copies in
+** ../shared/hub and on snapshots altered in the test, checking exit status,
+** the one-line message and what is (or is not) written.
+*/
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define HUB GM_SHARED_DIR "/hub"
+
+static char *out_dir; /* a fresh, not yet existing, output folder per test */
+static char *work;    /* a fresh scratch folder per test */
+
+static void setup(void)
+{
+    work = tu_tmpdir();
+    char buf[4200];
+    snprintf(buf, sizeof buf, "%s/models", work);
+    out_dir = strdup(buf);
+}
+
+static void teardown(void)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", work);
+    free(out_dir);
+    free(work);
+}
+
+/* gen-model SOURCE --out out_dir [extra]; returns the exit status. */
+static int gen(const char *source, const char *extra, char **out, char **err)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --out '%s' %s", GM_GEN_MODEL, source, out_dir, extra ? extra : "");
+    return tu_run(cmd, out, err);
+}
+
+/* A failure says one line on stderr and leaves no output folder behind. */
+static void assert_refused(int rc, int want_rc, const char *err, const char *want)
+{
+    cr_assert_eq(rc, want_rc, "exit %d, expected %d; stderr: %s", rc, want_rc, err);
+    cr_assert_eq(tu_lines(err), 1, "expected one line, found: %s", err);
+    cr_assert(strstr(err, want) != NULL, "expected '%s' in: %s", want, err);
+    cr_assert(!tu_exists(out_dir), "%s was created", out_dir);
+}
+
+TestSuite(generator, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---------------------------------------------------------------------- */
+/* scope */
+
+typedef struct { const char *repo; const char *reason; const char *field; } refusal;
+
+static const refusal refusals[] = {
+    {"mistralai/Mistral-7B-v0.1", "sliding-window attention is out of scope", "sliding_window = 4096"},
+    {"mistralai/Mixtral-8x7B-v0.1", "mixture-of-experts models are out of scope", "num_local_experts = 8"},
+    {"google-t5/t5-small", "encoder-decoder models are out of scope", "is_encoder_decoder = true"},
+    {"deepseek-ai/DeepSeek-V2-Lite", "multi-head latent attention (MLA) is out of scope", "kv_lora_rank = 512"},
+};
+
+Test(generator, refuses_every_out_of_scope_hub_repo_with_model_reason_and_field)
+{
+    for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
+        char src[4096], *err = NULL;
+        snprintf(src, sizeof src, "%s/%s", HUB, refusals[i].repo);
+        int rc = gen(src, NULL, NULL, &err);
+        assert_refused(rc, 3, err, refusals[i].repo);
+        cr_assert(strstr(err, refusals[i].reason), "%s: %s", refusals[i].repo, err);
+        cr_assert(strstr(err, refusals[i].field), "%s: %s", refusals[i].repo, err);
+        free(err);
+    }
+}
+
+static const char *in_scope[][2] = {
+    {"Qwen/Qwen2-0.5B", "qwen2_0_5b"},       {"Qwen/Qwen2-1.5B", "qwen2_1_5b"},
+    {"Qwen/Qwen3-0.6B", "qwen3_0_6b"},       {"meta-llama/Llama-3.2-1B", "llama_3_2_1b"},
+    {"meta-llama/Meta-Llama-3-8B", "meta_llama_3_8b"}, {"mistralai/Mistral-7B-v0.3", "mistral_7b_v0_3"},
+};
+
+Test(generator, scaffolds_every_in_scope_hub_repo_as_checked_in)
+{
+    for (size_t i = 0; i < sizeof in_scope / sizeof in_scope[0]; i++) {
+        char src[4096], *out = NULL, *err = NULL;
+        snprintf(src, sizeof src, "%s/%s", HUB, in_scope[i][0]);
+        int rc = gen(src, NULL, &out, &err);
+        cr_assert_eq(rc, 0, "%s: exit %d: %s", in_scope[i][0], rc, err);
+        cr_assert(strstr(out, in_scope[i][1]), "%s", out);
+        const char *files[] = {"_weights.c", "_weights.h", "_cpu_helpers.c", "_cpu_helpers.h"};
+        for (size_t k = 0; k < 4; k++) {
+            char a[4400], b[4400];
+            snprintf(a, sizeof a, "%s/%s/%s%s", out_dir, in_scope[i][1], in_scope[i][1], files[k]);
+            snprintf(b, sizeof b, "%s/models/%s/%s%s", GM_SOURCE_DIR, in_scope[i][1], in_scope[i][1], files[k]);
+            size_t la, lb;
+            char *da = tu_read(a, &la), *db = tu_read(b, &lb);
+            cr_assert(da && db, "%s or %s unreadable", a, b);
+            cr_assert(la == lb && memcmp(da, db, la) == 0, "%s differs from the checked-in %s", a, b);
+            free(da);
+            free(db);
+        }
+        free(out);
+        free(err);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* config.json rules, on a copy of Qwen2-0.5B with one edit */
+
+static char *snapshot_copy(const char *repo)
+{
+    char src[4096], dst[4200];
+    snprintf(src, sizeof src, "%s/%s", HUB, repo);
+    snprintf(dst, sizeof dst, "%s/%s", work, strrchr(repo, '/') + 1);
+    tu_copy_dir(src, dst);
+    return strdup(dst);
+}
+
+/* Replace the first occurrence of `from` in dir/config.json with `to`. */
+static void edit_config(const char *dir, const char *from, const char *to)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = tu_read(path, NULL);
+    char *at = strstr(text, from);
+    cr_assert_not_null(at, "'%s' not in %s", from, path);
+    size_t n = strlen(text) - strlen(from) + strlen(to);
+    char *edited = malloc(n + 1);
+    snprintf(edited, n + 1, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    tu_write(path, edited, n);
+    free(edited);
+    free(text);
+}
+
+typedef struct { const char *from, *to; int rc; const char *want; } config_case;
+
+static const config_case config_cases[] = {
+    {"\"hidden_size\": 896,", "\"hidden_size\": 896.0,", 1, "config.json: hidden_size must be an integer, found 896.0"},
+    {"\"hidden_size\": 896,", "\"hidden_size\": \"896\",", 1, "config.json: hidden_size must be an integer, found a string"},
+    {"\"num_hidden_layers\": 24,", "", 1, "config.json: required key 'num_hidden_layers' is missing"},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0},", 3,
+     "rope_scaling type 'yarn' is not supported (supported: llama3)"},
+    {"\"use_sliding_window\": false,", "\"use_sliding_window\": true,", 3,
+     "sliding-window attention is out of scope (config.json: sliding_window = 131072)"},
+    {"\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],", "\"architectures\": \"Qwen2ForCausalLM\",", 1,
+     "config.json: architectures must be a non-empty list of strings"},
+    {"Qwen2ForCausalLM", "GPT2LMHeadModel", 3, "architecture 'GPT2LMHeadModel' is not supported"},
+    {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": 1,", 1, "tie_word_embeddings must be true or false"},
+    {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,", 1,
+     "num_attention_heads 14 is not a multiple of num_key_value_heads 3"},
+    {"{", "{\"hidden_size\": 1,", 1, "config.json: duplicate key 'hidden_size'"},
+    {"\"vocab_size\": 151936", "\"vocab_size\": 151936,", 1, "config.json: "},
+};
+
+Test(generator, config_errors_name_the_key_and_write_nothing)
+{
+    for (size_t i = 0; i < sizeof config_cases / sizeof config_cases[0]; i++) {
+        const config_case *c = &config_cases[i];
+        char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+        edit_config(dir, c->from, c->to);
+        int rc = gen(dir, NULL, NULL, &err);
+        assert_refused(rc, c->rc, err, c->want);
+        free(err);
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        cr_assert_eq(system(cmd), 0);
+        free(dir);
+    }
+}
+
+Test(generator, reads_the_transformers_5_spelling_of_rope_and_dtype)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    edit_config(dir, "\"rope_theta\": 1000000.0,", "\"rope_parameters\": {\"rope_theta\": 250000.0, \"rope_type\": \"default\"},");
+    edit_config(dir, "\"torch_dtype\": \"bfloat16\",", "\"dtype\": \"float16\",");
+    cr_assert_eq(gen(dir, "--name qwen5", NULL, &err), 0, "%s", err);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen5/qwen5_weights.c", out_dir);
+    char *c = tu_read(path, NULL);
+    cr_assert(strstr(c, ".rope_base = 250000.0,"), "rope_base not taken from rope_parameters");
+    cr_assert(strstr(c, ".dtype = GM_DTYPE_F16,"), "dtype not taken from dtype");
+    free(c);
+    free(err);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------------- */
+/* tensors: a header rewritten with one change */
+
+/* Rewrite dir/model.safetensors.head after `edit` changed its JSON. */
+static void edit_header(const char *dir, void (*edit)(cJSON *root))
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/model.safetensors.head", dir);
+    size_t len;
+    char *bytes = tu_read(path, &len);
+    uint64_t n;
+    memcpy(&n, bytes, 8);
+    cJSON *root = cJSON_ParseWithLength(bytes + 8, n);
+    cr_assert_not_null(root);
+    edit(root);
+    char *json = cJSON_PrintUnformatted(root);
+    size_t jl = strlen(json), padded = (jl + 7) / 8 * 8;
+    char *out = malloc(8 + padded);
+    uint64_t nl = padded;
+    memcpy(out, &nl, 8);
+    memset(out + 8, ' ', padded);
+    memcpy(out + 8, json, jl);
+    tu_write(path, out, 8 + padded);
+    free(out);
+    free(json);
+    cJSON_Delete(root);
+    free(bytes);
+}
+
+static void rename_up_proj(cJSON *root)
+{
+    cJSON *t = cJSON_DetachItemFromObjectCaseSensitive(root, "model.layers.3.mlp.up_proj.weight");
+    cJSON_AddItemToObject(root, "model.layers.3.mlp.up_proj.weights", t);
+}
+
+static void reshape_q_proj(cJSON *root)
+{
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "model.layers.0.self_attn.q_proj.weight");
+    cJSON_ReplaceItemInObjectCaseSensitive(t, "shape", cJSON_Parse("[448, 1792]"));
+}
+
+static void retype_k_norm_to_i16(cJSON *root)
+{
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "model.layers.5.self_attn.k_proj.bias");
+    cJSON_ReplaceItemInObjectCaseSensitive(t, "dtype", cJSON_CreateString("I16"));
+}
+
+static void add_extra_tensor(cJSON *root)
+{
+    /* a zero-size tensor at the end keeps the offsets tiling */
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "model.norm.weight");
+    cJSON *end = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 1);
+    char spec[256];
+    snprintf(spec, sizeof spec, "{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[%.0f,%.0f]}", end->valuedouble,
+             end->valuedouble);
+    cJSON_AddItemToObject(root, "model.layers.0.mlp.extra.weight", cJSON_Parse(spec));
+}
+
+typedef struct { void (*edit)(cJSON *); int rc; const char *want; } tensor_case;
+
+static const tensor_case tensor_cases[] = {
+    {rename_up_proj, 1, "tensor 'model.layers.3.mlp.up_proj.weight' is missing"},
+    {reshape_q_proj, 1, "model.safetensors: tensor 'model.layers.0.self_attn.q_proj.weight' has shape [448, 1792], expected [896, 896]"},
+    {retype_k_norm_to_i16, 1, "model.safetensors: tensor 'model.layers.5.self_attn.k_proj.bias' has dtype I16, expected BF16, F16 or F32"},
+    {add_extra_tensor, 1, "unexpected tensor 'model.layers.0.mlp.extra.weight'"},
+};
+
+Test(generator, tensor_errors_name_file_tensor_expected_and_found)
+{
+    for (size_t i = 0; i < sizeof tensor_cases / sizeof tensor_cases[0]; i++) {
+        char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+        edit_header(dir, tensor_cases[i].edit);
+        int rc = gen(dir, NULL, NULL, &err);
+        assert_refused(rc, tensor_cases[i].rc, err, tensor_cases[i].want);
+        free(err);
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        cr_assert_eq(system(cmd), 0);
+        free(dir);
+    }
+}
+
+Test(generator, a_corrupt_header_is_one_line_naming_the_file)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/model.safetensors.head", dir);
+    size_t len;
+    char *bytes = tu_read(path, &len);
+    memcpy(bytes + 8 + 100, "\"}{", 3); /* break the JSON */
+    tu_write(path, bytes, len);
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 1, err, "model.safetensors");
+    free(bytes);
+    free(err);
+    free(dir);
+}
+
+Test(generator, a_sharded_repo_with_a_missing_shard_is_refused)
+{
+    char *dir = snapshot_copy("meta-llama/Meta-Llama-3-8B"), *err = NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/model-00003-of-00004.safetensors.head", dir);
+    cr_assert_eq(remove(path), 0);
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 1, err, "model-00003-of-00004.safetensors");
+    free(err);
+    free(dir);
+}
+
+/* ---------------------------------------------------------------------- */
+/* output */
+
+Test(generator, same_input_gives_the_same_bytes_and_keeps_living_documents)
+{
+    char src[4096], *err = NULL;
+    snprintf(src, sizeof src, "%s/Qwen/Qwen3-0.6B", HUB);
+    cr_assert_eq(gen(src, NULL, NULL, &err), 0, "%s", err);
+    free(err);
+    char path[4400], todo[4400];
+    snprintf(path, sizeof path, "%s/qwen3_0_6b/qwen3_0_6b_weights.c", out_dir);
+    snprintf(todo, sizeof todo, "%s/qwen3_0_6b/TODO.md", out_dir);
+    size_t l1, l2;
+    char *first = tu_read(path, &l1);
+    tu_write(todo, "edited by phase0\n", 17);
+    cr_assert_eq(gen(src, NULL, NULL, &err), 0, "%s", err);
+    char *second = tu_read(path, &l2);
+    cr_assert(l1 == l2 && memcmp(first, second, l1) == 0, "a second run changed the bytes");
+    char *kept = tu_read(todo, NULL);
+    cr_assert_str_eq(kept, "edited by phase0\n");
+    /* no temporary folder is left beside the model */
+    char cmd[4400], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", out_dir);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_assert_str_eq(out, "qwen3_0_6b\n");
+    free(out);
+    free(kept);
+    free(first);
+    free(second);
+    free(err);
+}
+
+Test(generator, regenerates_from_its_own_snapshot_without_the_original)
+{
+    char src[4096], *err = NULL;
+    snprintf(src, sizeof src, "%s/meta-llama/Meta-Llama-3-8B", HUB);
+    cr_assert_eq(gen(src, NULL, NULL, &err), 0, "%s", err);
+    free(err);
+    char snap[4400], cmd[9000], *out = NULL;
+    snprintf(snap, sizeof snap, "%s/meta_llama_3_8b/snapshot", out_dir);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/snap' && '%s' '%s/snap' --out '%s/again' && diff -r -x TODO.md -x docs '%s/meta_llama_3_8b' '%s/again/meta_llama_3_8b'",
+             snap, work, GM_GEN_MODEL, work, work, out_dir, work);
+    int rc = tu_run(cmd, &out, &err);
+    cr_assert_eq(rc, 0, "%s%s", out, err);
+    free(out);
+    free(err);
+}
+
+Test(generator, a_template_error_names_template_and_line)
+{
+    char tdir[4300], src[4096], *err = NULL;
+    snprintf(tdir, sizeof tdir, "%s/templates", work);
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tdir);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/weights.c.tmpl", tdir);
+    char *text = tu_read(path, NULL);
+    /* line 4 becomes a reference to a field that does not exist */
+    char *line4 = strchr(strchr(strchr(text, '\n') + 1, '\n') + 1, '\n') + 1;
+    size_t n = strlen(text) + 64;
+    char *edited = malloc(n);
+    snprintf(edited, n, "%.*s// ${m.no_such_field}\n%s", (int)(line4 - text), text, line4);
+    tu_write(path, edited, strlen(edited));
+    snprintf(src, sizeof src, "%s/Qwen/Qwen2-0.5B", HUB);
+    char extra[4400];
+    snprintf(extra, sizeof extra, "--templates '%s'", tdir);
+    int rc = gen(src, extra, NULL, &err);
+    assert_refused(rc, 70, err, "weights.c.tmpl:4: ${m.no_such_field} is nil");
+    free(edited);
+    free(text);
+    free(err);
+}
+
+Test(generator, usage_errors_exit_2_and_help_exits_0)
+{
+    char *out = NULL, *err = NULL;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s'", GM_GEN_MODEL);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 2);
+    cr_assert(strstr(err, "expected one SOURCE"), "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' --help", GM_GEN_MODEL);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_assert(strstr(out, "usage: gen-model SOURCE"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/Qwen/Qwen2-0.5B' --name '../x'", GM_GEN_MODEL, HUB);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 2);
+    cr_assert(strstr(err, "--name"), "%s", err);
+    free(err);
+}

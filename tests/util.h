@@ -1,0 +1,24 @@
+/* Small helpers shared by the tests: temp folders, files, running gen-model. */
+#ifndef GM_TEST_UTIL_H
+#define GM_TEST_UTIL_H
+
+#include <stddef.h>
+
+/* A fresh temporary folder (static storage; one per call site is enough). */
+char *tu_tmpdir(void);
+
+/* Whole file into a malloc'd NUL-terminated buffer; NULL if unreadable. */
+char *tu_read(const char *path, size_t *len);
+void tu_write(const char *path, const void *data, size_t len);
+int tu_exists(const char *path);
+
+/* cp -r src/. dst (dst created). */
+void tu_copy_dir(const char *src, const char *dst);
+
+/* Run a shell command; its exit status, with stdout and stderr captured (malloc'd). */
+int tu_run(const char *cmd, char **out, char **err);
+
+/* Number of lines in s (a final line without '\n' counts). */
+int tu_lines(const char *s);
+
+#endif

@@ -257,3 +257,94 @@ Test(models, rope_table_equals_hf_rounded_to_bf16_with_and_without_llama3_scalin
     }
     cr_assert_eq(scaled, 1, "llama3_tied should be the one golden with llama3 scaling");
 }
+
+/* ---------------------------------------------------------------------- */
+/* CPU helpers of the goldens (MQA, GQA and head_dim 48), against float64 maths */
+
+#include "llama_untied/llama_untied_cpu_helpers.h"
+#include "mistral_untied/mistral_untied_cpu_helpers.h"
+#include "qwen3_tied/qwen3_tied_cpu_helpers.h"
+
+typedef void (*attention_fn)(float *, const float *, const float *, const float *, int, float *);
+
+static float frand(unsigned *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+}
+
+static void assert_attention(attention_fn fn, const char *id, int n_heads, int n_kv, int hd)
+{
+    enum { S = 7 };
+    const int qw = n_heads * hd, kw = n_kv * hd;
+    float *q = malloc(sizeof(float) * S * qw), *k = malloc(sizeof(float) * S * kw);
+    float *v = malloc(sizeof(float) * S * kw), *out = malloc(sizeof(float) * S * qw), scores[S];
+    unsigned seed = 42;
+    for (int i = 0; i < S * qw; i++)
+        q[i] = 2.0f * frand(&seed);
+    for (int i = 0; i < S * kw; i++) {
+        k[i] = 2.0f * frand(&seed);
+        v[i] = frand(&seed);
+    }
+    fn(out, q, k, v, S, scores);
+    for (int t = 0; t < S; t++)
+        for (int h = 0; h < n_heads; h++) {
+            const int g = h / (n_heads / n_kv); /* consecutive query heads share a kv head */
+            double w[S], max = -1e300, sum = 0;
+            for (int s = 0; s <= t; s++) {
+                double dot = 0;
+                for (int d = 0; d < hd; d++)
+                    dot += (double)q[t * qw + h * hd + d] * k[s * kw + g * hd + d];
+                w[s] = dot / sqrt((double)hd);
+                max = w[s] > max ? w[s] : max;
+            }
+            for (int s = 0; s <= t; s++)
+                sum += (w[s] = exp(w[s] - max));
+            for (int d = 0; d < hd; d++) {
+                double o = 0;
+                for (int s = 0; s <= t; s++) /* future positions never contribute */
+                    o += w[s] / sum * v[s * kw + g * hd + d];
+                cr_assert(fabs(o - out[t * qw + h * hd + d]) < 1e-5, "%s: out[%d][head %d][%d] = %g, expected %g",
+                          id, t, h, d, out[t * qw + h * hd + d], o);
+            }
+        }
+    free(q);
+    free(k);
+    free(v);
+    free(out);
+}
+
+Test(cpu_helpers, attention_reference_is_causal_gqa_scaled_by_inverse_sqrt_head_dim)
+{
+    assert_attention(llama_untied_attention_reference, "llama_untied", 6, 2, 16);
+    assert_attention(mistral_untied_attention_reference, "mistral_untied", 4, 1, 16);
+    assert_attention(qwen3_tied_attention_reference, "qwen3_tied", 4, 2, 48);
+}
+
+Test(cpu_helpers, softmax_subtracts_the_max_and_sums_to_one)
+{
+    float x[5] = {1000.0f, 1001.0f, 999.0f, -50.0f, 1000.5f};
+    llama_untied_softmax(x, 5);
+    double sum = 0, z = exp(-1.0) + 1 + exp(-2.0) + exp(-1051.0) + exp(-0.5);
+    for (int i = 0; i < 5; i++)
+        sum += x[i];
+    cr_assert(fabs(sum - 1.0) < 1e-6, "sum %g", sum);
+    cr_assert(fabs(x[1] - 1.0 / z) < 1e-6, "x[1] = %g, expected %g", x[1], 1.0 / z);
+}
+
+Test(cpu_helpers, rms_norm_uses_the_model_eps_and_the_bf16_weight)
+{
+    float x[64], out[64];
+    gm_bf16 w[64];
+    unsigned seed = 7;
+    double ss = 0;
+    for (int i = 0; i < 64; i++) {
+        x[i] = frand(&seed);
+        w[i] = gm_f32_to_bf16(1.0f + 0.1f * frand(&seed));
+        ss += (double)x[i] * x[i];
+    }
+    qwen3_tied_rms_norm(out, x, w, 64); /* rms_norm_eps 1e-6 */
+    const double scale = 1.0 / sqrt(ss / 64 + 1e-6);
+    for (int i = 0; i < 64; i++)
+        cr_assert(fabs(out[i] - x[i] * scale * gm_bf16_to_f32(w[i])) < 1e-5, "out[%d]", i);
+}

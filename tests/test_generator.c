@@ -389,3 +389,33 @@ Test(generator, usage_errors_exit_2_and_help_exits_0)
     cr_assert(strstr(err, "--name"), "%s", err);
     free(err);
 }
+
+/* ---------------------------------------------------------------------- */
+/* hostile strings never reach C */
+
+Test(generator, strings_in_config_json_cannot_inject_code)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    edit_config(dir, "\"model_type\": \"qwen2\",",
+                "\"model_type\": \"*/ int evil; /* \\\" \\n#include </etc/passwd> ?\?/\",");
+    cr_assert_eq(gen(dir, NULL, NULL, &err), 0, "%s", err);
+    char cmd[4400], *out = NULL;
+    snprintf(cmd, sizeof cmd, "grep -rl -e evil -e passwd '%s'/qwen2_0_5b/*.[ch]", out_dir);
+    cr_assert_neq(tu_run(cmd, &out, NULL), 0, "a config string reached the sources: %s", out);
+    free(out);
+    free(err);
+    free(dir);
+}
+
+Test(generator, a_hostile_repo_id_in_the_origin_file_is_refused)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/.hub.json", dir);
+    const char *evil = "{\"repo\": \"Qwen/x*/ int evil; /*\", \"commit\": null}";
+    tu_write(path, evil, strlen(evil));
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 1, err, ".hub.json: expected \"repo\" to be a Hub repo id");
+    free(err);
+    free(dir);
+}

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +80,30 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
     return gm_snapshot_write(snap, path, st);
 }
 
+static int write_model(const char *out_dir, const gm_gen_result *r,
+                       const gm_snapshot *snap, gm_status *st);
+
+/*
+** SIGINT, SIGTERM and SIGHUP are held back while the folder is built and
+** swapped in, and delivered once it is done or cleaned up: an interrupt never
+** leaves a temporary folder or a half-replaced model behind.
+*/
 int gm_write_model(const char *out_dir, const gm_gen_result *r,
                    const gm_snapshot *snap, gm_status *st)
+{
+    sigset_t hold, old;
+    sigemptyset(&hold);
+    sigaddset(&hold, SIGINT);
+    sigaddset(&hold, SIGTERM);
+    sigaddset(&hold, SIGHUP);
+    sigprocmask(SIG_BLOCK, &hold, &old);
+    write_model(out_dir, r, snap, st);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return st->code;
+}
+
+static int write_model(const char *out_dir, const gm_gen_result *r,
+                       const gm_snapshot *snap, gm_status *st)
 {
     char final[PATH_MAX], tmp[PATH_MAX];
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)

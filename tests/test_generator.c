@@ -39,7 +39,8 @@ static void teardown(void)
 static int gen(const char *source, const char *extra, char **out, char **err)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' --out '%s' %s", GM_GEN_MODEL, source, out_dir, extra ? extra : "");
+    int n = snprintf(cmd, sizeof cmd, "'%s' '%s' --out '%s' %s", GM_GEN_MODEL, source, out_dir, extra ? extra : "");
+    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long");
     return tu_run(cmd, out, err);
 }
 

@@ -454,7 +454,7 @@ static uint64_t hub_file_size(const char *dir, const char *file)
     cJSON *root;
     uint64_t size;
 
-    snprintf(path, sizeof path, "%s/.hub.json", dir);
+    cr_assert_lt((size_t)snprintf(path, sizeof path, "%s/.hub.json", dir), sizeof path);
     cr_assert_not_null(f = fopen(path, "rb"));
     fseek(f, 0, SEEK_END);
     len = ftell(f);
@@ -484,7 +484,7 @@ static void check_hub_head(const char *dir, const char *head)
     gm_status st;
     struct stat sb;
 
-    snprintf(path, sizeof path, "%s/%s", dir, head);
+    cr_assert_lt((size_t)snprintf(path, sizeof path, "%s/%s", dir, head), sizeof path);
     snprintf(file, sizeof file, "%.*s", (int)(strlen(head) - strlen(".head")), head);
     cr_assert_eq(st_read_header_bytes(path, &bytes, &n, &st), GM_OK, "%s", st.msg);
     cr_assert_eq(stat(path, &sb), 0);

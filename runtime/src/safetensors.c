@@ -451,7 +451,7 @@ int st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_
 {
     cJSON *root = NULL;
     const char *end = NULL;
-    uint64_t n;
+    uint64_t n = 0;
 
     memset(h, 0, sizeof *h);
     gm_status_clear(st);
@@ -510,7 +510,7 @@ int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_
     uint8_t prefix[8];
     uint8_t *buf = NULL;
     size_t got = 0;
-    uint64_t n;
+    uint64_t n = 0;
     int fd;
 
     *bytes = NULL;

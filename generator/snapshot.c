@@ -265,8 +265,10 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
     memset(s, 0, sizeof *s);
 
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return gm_fail(st, GM_EIO, "%s: expected a model folder", dir);
+    if (stat(dir, &sb) != 0)
+        return gm_fail(st, GM_EIO, "%s: expected a model folder, found %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EIO, "%s: expected a model folder, found a file", dir);
 
     if (path_join(path, sizeof path, dir, "config.json", st) ||
         gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))

@@ -266,7 +266,7 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
 
     struct stat sb;
     if (stat(dir, &sb) != 0)
-        return gm_fail(st, GM_EIO, "%s: expected a model folder, found %s", dir, strerror(errno));
+        return gm_fail(st, GM_EIO, "%s: expected a model folder, found none (%s)", dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return gm_fail(st, GM_EIO, "%s: expected a model folder, found a file", dir);
 

@@ -3,11 +3,16 @@
 ** deployment (Phase 0). Only main() turns a status into an exit code.
 */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
+#include <sys/stat.h>
+
 #include "gm/status.h"
+#include "hub.h"
 #include "lua_host.h"
 #include "output.h"
 #include "snapshot.h"
@@ -23,20 +28,26 @@ enum {
 };
 
 static const char usage[] =
-    "usage: gen-model SOURCE [--out DIR] [--name ID] [--repo ORG/NAME] [--templates DIR] [--verbose]\n"
+    "usage: gen-model SOURCE [--revision REV] [--out DIR] [--name ID] [--repo ORG/NAME] [--templates DIR] [--verbose]\n"
+    "       gen-model download ORG/NAME [--revision REV]\n"
     "\n"
     "Scaffold models/<id>/ for a Hugging Face decoder LLM: <id>_weights.[ch] (Config,\n"
     "LayerWeights, loader, RoPE table), <id>_cpu_helpers.[ch], TODO.md,\n"
     "docs/development_progress/progress.md and snapshot/, the inputs it was made from.\n"
     "\n"
-    "SOURCE      a model folder: config.json plus model.safetensors or\n"
-    "            model.safetensors.index.json and its shards; any safetensors file may\n"
-    "            be only its header (<file>.head), as in models/<id>/snapshot/\n"
+    "SOURCE      a Hub repo id ORG/NAME: config.json, the index and each safetensors\n"
+    "            header are fetched (kilobytes, with HTTP Range) into the Hugging Face\n"
+    "            cache; or a model folder: config.json plus model.safetensors or\n"
+    "            model.safetensors.index.json and its shards, where any safetensors file\n"
+    "            may be only its header (<file>.head), as in models/<id>/snapshot/\n"
+    "download    fetch the full safetensors files into the cache (resumable, sha256\n"
+    "            verified), for the Phase 0 gates; prints the snapshot folder\n"
     "\n"
     "options:\n"
     "  -o, --out DIR        write DIR/<id>/ (default: models)\n"
     "  -n, --name ID        the model id (default: the repo name lower-cased, every run\n"
     "                       of other characters turned into '_': Qwen2-1.5B -> qwen2_1_5b)\n"
+    "  -R, --revision REV   a branch, tag or commit of the Hub repo (default: main)\n"
     "  -r, --repo ORG/NAME  the Hub repo id, for a folder that does not record it\n"
     "      --templates DIR  read the templates from DIR instead of the built-in ones\n"
     "  -v, --verbose        a Lua traceback with internal errors\n"
@@ -45,8 +56,11 @@ static const char usage[] =
     "In scope: LlamaForCausalLM, MistralForCausalLM without sliding window,\n"
     "Qwen2ForCausalLM, Qwen3ForCausalLM. Anything else is refused with its reason.\n"
     "\n"
+    "environment: HF_ENDPOINT, HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH,\n"
+    "$HF_HOME/token), HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE=1, HF_HUB_DOWNLOAD_TIMEOUT\n"
+    "\n"
     "exit status: 0 written; 1 bad input (config, header, tensors); 2 usage;\n"
-    "3 model out of scope; 4 file system error; 70 internal error\n";
+    "3 model out of scope; 4 file system error; 5 network or Hub error; 70 internal error\n";
 
 static int exit_code(int code)
 {
@@ -71,21 +85,59 @@ static int valid_id(const char *s)
     return 1;
 }
 
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* What a Hub run cost: the promise is kilobytes, so say it. */
+static void report_transfer(const gm_hub *h)
+{
+    if (h->requests)
+        fprintf(stderr, "gen-model: %llu bytes in %u request%s from %s\n", (unsigned long long)h->bytes,
+                h->requests, h->requests == 1 ? "" : "s", h->endpoint);
+}
+
+static int download(const char *repo, const char *revision)
+{
+    gm_status st = {0};
+    gm_hub hub;
+    char dir[PATH_MAX];
+    if (!gm_repo_id_valid(repo)) {
+        fprintf(stderr, "gen-model: download: expected a Hub repo id ORG/NAME, found '%s'\n", repo);
+        return EXIT_USAGE;
+    }
+    if (gm_hub_init(&hub, &st) == 0 && gm_hub_download(&hub, repo, revision, dir, sizeof dir, &st) == 0)
+        printf("%s\n", dir);
+    report_transfer(&hub);
+    gm_hub_free(&hub);
+    if (st.code)
+        fprintf(stderr, "gen-model: %s\n", st.msg);
+    return exit_code(st.code);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"out", required_argument, 0, 'o'},   {"name", required_argument, 0, 'n'},
-        {"repo", required_argument, 0, 'r'},  {"templates", required_argument, 0, 'T'},
+        {"repo", required_argument, 0, 'r'},  {"revision", required_argument, 0, 'R'},
+        {"templates", required_argument, 0, 'T'},
         {"verbose", no_argument, 0, 'v'},     {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *out_dir = "models", *repo = NULL;
+    const char *out_dir = "models", *repo = NULL, *revision = "main";
     gm_gen_options opt = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "o:n:r:vh", longopts, NULL)) != -1) {
+    int c, is_download = argc > 1 && strcmp(argv[1], "download") == 0;
+    if (is_download) {
+        argv++;
+        argc--;
+    }
+    while ((c = getopt_long(argc, argv, "o:n:r:R:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'n': opt.name = optarg; break;
         case 'r': repo = optarg; break;
+        case 'R': revision = optarg; break;
         case 'T': opt.templates_dir = optarg; break;
         case 'v': opt.verbose = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
@@ -93,7 +145,8 @@ int main(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "gen-model: expected one SOURCE, found %d; see gen-model --help\n", argc - optind);
+        fprintf(stderr, "gen-model: expected one %s, found %d; see gen-model --help\n",
+                is_download ? "ORG/NAME" : "SOURCE", argc - optind);
         return EXIT_USAGE;
     }
     if (opt.name && !valid_id(opt.name)) {
@@ -101,13 +154,36 @@ int main(int argc, char **argv)
                 "found '%s'\n", opt.name);
         return EXIT_USAGE;
     }
-    const char *source = argv[optind];
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "gen-model: cannot initialise libcurl\n");
+        return EXIT_INTERNAL;
+    }
+    if (is_download) {
+        int rc = download(argv[optind], revision);
+        curl_global_cleanup();
+        return rc;
+    }
 
+    const char *source = argv[optind];
+    char cache_dir[PATH_MAX];
+    const int from_hub = !is_dir(source);
     gm_status st = {0};
-    gm_snapshot snap;
+    gm_hub hub = {0};
+    gm_snapshot snap = {0};
     gm_gen_result res = {0};
-    if (gm_snapshot_open_dir(&snap, source, repo, &st) ||
+    if (from_hub) {
+        if (!gm_repo_id_valid(source) || !strchr(source, '/')) {
+            gm_fail(&st, GM_EUSAGE, "%s: expected a model folder or a Hub repo id ORG/NAME", source);
+            goto out;
+        }
+        if (gm_hub_init(&hub, &st) || gm_hub_fetch_config(&hub, source, revision, cache_dir, sizeof cache_dir, &st))
+            goto out;
+        repo = source;
+        source = cache_dir; /* .../models--org--name/snapshots/<commit>: repo and commit come from the path */
+    }
+    if (gm_snapshot_open_dir(&snap, source, from_hub ? NULL : repo, &st) ||
         gm_check_config(&snap, &opt, &st) ||
+        (from_hub && gm_hub_fetch_headers(&hub, repo, source, &st)) ||
         gm_snapshot_read_headers(&snap, source, &st) ||
         gm_generate(&snap, &opt, &res, &st))
         goto out;
@@ -119,9 +195,13 @@ int main(int argc, char **argv)
         printf("  %s/%s/%s\n", out_dir, res.id, res.files[i].path);
     printf("  %s/%s/snapshot/\n", out_dir, res.id);
 out:
+    if (from_hub)
+        report_transfer(&hub);
     if (st.code)
         fprintf(stderr, "gen-model: %s\n", st.msg);
     gm_gen_result_free(&res);
     gm_snapshot_free(&snap);
+    gm_hub_free(&hub);
+    curl_global_cleanup();
     return exit_code(st.code);
 }

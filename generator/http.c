@@ -1,0 +1,399 @@
+/* HTTP transfers on libcurl multi: manual redirects, origin-bound token, retries. */
+#include "http.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void gm_xfer_init(gm_xfer *x, const char *url)
+{
+    memset(x, 0, sizeof *x);
+    x->fd = -1;
+    snprintf(x->url, sizeof x->url, "%s", url);
+}
+
+void gm_xfer_free(gm_xfer *x)
+{
+    if (x->easy)
+        curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+    free(x->body);
+    x->easy = NULL;
+    x->headers = NULL;
+    x->body = NULL;
+}
+
+const char *gm_url_for_message(const char *url, char *buf, size_t size)
+{
+    size_t n = strcspn(url, "?#");
+    snprintf(buf, size, "%.*s", (int)n, url);
+    return buf;
+}
+
+/* ---------------------------------------------------------------------- */
+/* callbacks */
+
+static void copy_value(char *dst, size_t size, const char *v, size_t n, int keep_first)
+{
+    if (keep_first && dst[0])
+        return;
+    while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+        n--;
+    if (n >= 2 && v[0] == 'W' && v[1] == '/') {
+        v += 2;
+        n -= 2;
+    }
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+        v++;
+        n -= 2;
+    }
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+}
+
+static size_t on_header(char *line, size_t size, size_t nitems, void *userdata)
+{
+    gm_xfer *x = userdata;
+    const size_t n = size * nitems;
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+        /* a new response: forget what described the previous one */
+        x->error_code[0] = x->error_message[0] = x->content_range[0] = x->location[0] = '\0';
+        x->retry_after = 0;
+        return n;
+    }
+    const char *colon = memchr(line, ':', n);
+    if (!colon)
+        return n;
+    const size_t klen = (size_t)(colon - line);
+    const char *v = colon + 1;
+    size_t vlen = n - klen - 1;
+    while (vlen > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        vlen--;
+    }
+#define IS(name) (klen == strlen(name) && strncasecmp(line, name, klen) == 0)
+    char num[32];
+    if (IS("X-Repo-Commit"))
+        copy_value(x->commit, sizeof x->commit, v, vlen, 1);
+    else if (IS("ETag"))
+        copy_value(x->etag, sizeof x->etag, v, vlen, 1);
+    else if (IS("X-Linked-Etag"))
+        copy_value(x->linked_etag, sizeof x->linked_etag, v, vlen, 1);
+    else if (IS("X-Linked-Size") && !x->linked_size) {
+        copy_value(num, sizeof num, v, vlen, 0);
+        x->linked_size = strtoull(num, NULL, 10);
+    } else if (IS("X-Error-Code"))
+        copy_value(x->error_code, sizeof x->error_code, v, vlen, 0);
+    else if (IS("X-Error-Message"))
+        copy_value(x->error_message, sizeof x->error_message, v, vlen, 0);
+    else if (IS("Content-Range"))
+        copy_value(x->content_range, sizeof x->content_range, v, vlen, 0);
+    else if (IS("Location"))
+        copy_value(x->location, sizeof x->location, v, vlen, 0);
+    else if (IS("Retry-After")) {
+        copy_value(num, sizeof num, v, vlen, 0);
+        x->retry_after = strtol(num, NULL, 10);
+    }
+#undef IS
+    return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    gm_xfer *x = userdata;
+    size_t n = size * nmemb;
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 300 && status < 400)
+        return n; /* a redirect's body is of no interest */
+    if (x->fd >= 0) {
+        if (status >= 400)
+            return n; /* an error page never reaches the file */
+        if (x->range[0] && status == 200 && x->written == 0 && x->have > 0 && !x->restarted) {
+            /* asked to resume, the server sent everything: start the file over */
+            if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
+                return 0;
+            if (x->sha)
+                EVP_DigestInit_ex(x->sha, EVP_sha256(), NULL);
+            x->have = 0;
+            x->restarted = 1;
+        }
+        for (size_t off = 0; off < n;) {
+            ssize_t w = write(x->fd, data + off, n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                return 0;
+            off += (size_t)w;
+        }
+        if (x->sha)
+            EVP_DigestUpdate(x->sha, data, n);
+        x->written += n;
+        return n;
+    }
+    size_t take = n;
+    if (x->st_header && x->len < 8 && x->len + n >= 8) {
+        /* the 8-byte length prefix tells how much is worth reading */
+        uint8_t prefix[8];
+        memcpy(prefix, x->body ? x->body : "", x->len);
+        memcpy(prefix + x->len, data, 8 - x->len);
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--)
+            hlen = hlen << 8 | prefix[i];
+        if (hlen < x->max_body && 8 + hlen < x->max_body)
+            x->max_body = 8 + (size_t)hlen;
+    }
+    if (x->max_body && x->len + take > x->max_body) {
+        take = x->max_body - x->len;
+        x->capped = 1;
+    }
+    char *grown = realloc(x->body, x->len + take + 1);
+    if (!grown)
+        return 0;
+    x->body = grown;
+    memcpy(x->body + x->len, data, take);
+    x->len += take;
+    x->body[x->len] = '\0';
+    return x->capped ? 0 : n; /* returning less than n ends the transfer: enough was read */
+}
+
+static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)ultotal;
+    (void)ulnow;
+    gm_xfer *x = userdata;
+    const double t = now();
+    if (t - x->last_draw < 0.1 && dlnow < dltotal)
+        return 0;
+    x->last_draw = t;
+    const uint64_t done = x->have + (uint64_t)dlnow, total = x->total ? x->total : done;
+    const int pct = total ? (int)(100.0 * (double)done / (double)total) : 0;
+    char bar[31];
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < pct * 30 / 100 ? '#' : ' ';
+    bar[30] = '\0';
+    fprintf(stderr, "\r  %-40.40s [%s] %3d%%  %.2f / %.2f GB", x->label ? x->label : "", bar, pct,
+            (double)done / 1e9, (double)total / 1e9);
+    fflush(stderr);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* Same scheme, host and port as the endpoint: the only place the token goes. */
+static int same_origin(const char *a, const char *b)
+{
+    CURLU *ua = curl_url(), *ub = curl_url();
+    int same = 0;
+    if (ua && ub && !curl_url_set(ua, CURLUPART_URL, a, 0) && !curl_url_set(ub, CURLUPART_URL, b, 0)) {
+        char *sa = NULL, *sb = NULL, *ha = NULL, *hb = NULL, *pa = NULL, *pb = NULL;
+        curl_url_get(ua, CURLUPART_SCHEME, &sa, 0);
+        curl_url_get(ub, CURLUPART_SCHEME, &sb, 0);
+        curl_url_get(ua, CURLUPART_HOST, &ha, 0);
+        curl_url_get(ub, CURLUPART_HOST, &hb, 0);
+        curl_url_get(ua, CURLUPART_PORT, &pa, CURLU_DEFAULT_PORT);
+        curl_url_get(ub, CURLUPART_PORT, &pb, CURLU_DEFAULT_PORT);
+        same = sa && sb && ha && hb && pa && pb && strcasecmp(sa, sb) == 0 && strcasecmp(ha, hb) == 0 &&
+               strcmp(pa, pb) == 0;
+        curl_free(sa);
+        curl_free(sb);
+        curl_free(ha);
+        curl_free(hb);
+        curl_free(pa);
+        curl_free(pb);
+    }
+    curl_url_cleanup(ua);
+    curl_url_cleanup(ub);
+    return same;
+}
+
+/* Resolve a Location (absolute or relative) against the current URL. */
+static int follow(gm_xfer *x)
+{
+    CURLU *u = curl_url();
+    char *next = NULL;
+    int ok = u && !curl_url_set(u, CURLUPART_URL, x->url, 0) &&
+             !curl_url_set(u, CURLUPART_URL, x->location, 0) &&
+             !curl_url_get(u, CURLUPART_URL, &next, 0) && strlen(next) < sizeof x->url;
+    if (ok)
+        snprintf(x->url, sizeof x->url, "%s", next);
+    curl_free(next);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+static int setup(gm_hub *h, gm_xfer *x)
+{
+    if (!x->easy && !(x->easy = curl_easy_init()))
+        return -1;
+    CURL *e = x->easy;
+    curl_easy_reset(e);
+    curl_slist_free_all(x->headers);
+    x->headers = NULL;
+    if (h->token && same_origin(x->url, h->endpoint)) {
+        char auth[4200];
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->token);
+        x->headers = curl_slist_append(x->headers, auth);
+    }
+    x->errbuf[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_URL, x->url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "gen-model/0.1");
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);   /* followed by hand, see follow() */
+    curl_easy_setopt(e, CURLOPT_NOBODY, (long)x->head_only);
+    curl_easy_setopt(e, CURLOPT_RANGE, x->range[0] ? x->range : NULL);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT, h->stall_seconds);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);  /* a stalled transfer ... */
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, h->stall_seconds); /* ... ends after this */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (h->progress && x->fd >= 0) {
+        curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
+    }
+    return 0;
+}
+
+static int retryable(const gm_xfer *x)
+{
+    switch (x->result) {
+    case CURLE_OK:
+        return x->status == 429 || x->status >= 500;
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* A transport failure as one line naming the URL. */
+static int fail(gm_xfer *x, gm_status *st)
+{
+    char u[4096];
+    gm_url_for_message(x->url, u, sizeof u);
+    const char *what = x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->result);
+    switch (x->result) {
+    case CURLE_OPERATION_TIMEDOUT:
+        return gm_fail(st, GM_ENET, "GET %s: timed out after %d attempt%s (%s); set HF_HUB_DOWNLOAD_TIMEOUT "
+                       "to wait longer", u, x->attempts, x->attempts == 1 ? "" : "s", what);
+    case CURLE_PARTIAL_FILE:
+        return gm_fail(st, GM_ENET, "GET %s: the body was truncated after %d attempt%s (%s)", u, x->attempts,
+                       x->attempts == 1 ? "" : "s", what);
+    default:
+        return gm_fail(st, GM_ENET, "GET %s: %s (after %d attempt%s)", u, what, x->attempts,
+                       x->attempts == 1 ? "" : "s");
+    }
+}
+
+int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
+{
+    CURLM *multi = curl_multi_init();
+    if (!multi)
+        return gm_fail(st, GM_ENOMEM, "cannot start libcurl: out of memory");
+    size_t left = n;
+    for (size_t i = 0; i < n; i++) {
+        xs[i]->done = xs[i]->active = 0;
+        xs[i]->not_before = 0;
+    }
+    while (left > 0 && !st->code) {
+        const double t = now();
+        for (size_t i = 0; i < n; i++) {
+            gm_xfer *x = xs[i];
+            if (x->done || x->active || t < x->not_before)
+                continue;
+            x->len = 0;
+            x->capped = 0;
+            x->attempts++;
+            h->requests++;
+            if (setup(h, x) != 0 || curl_multi_add_handle(multi, x->easy) != CURLM_OK) {
+                gm_fail(st, GM_ENOMEM, "GET %s: cannot start the transfer", x->url);
+                break;
+            }
+            x->active = 1;
+        }
+        int running = 0;
+        curl_multi_perform(multi, &running);
+        CURLMsg *msg;
+        int queued;
+        while ((msg = curl_multi_info_read(multi, &queued))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            gm_xfer *x = NULL;
+            for (size_t i = 0; i < n && !x; i++)
+                if (xs[i]->easy == msg->easy_handle)
+                    x = xs[i];
+            x->result = msg->data.result;
+            curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
+            curl_off_t got = 0;
+            curl_easy_getinfo(x->easy, CURLINFO_SIZE_DOWNLOAD_T, &got);
+            h->bytes += (uint64_t)got;
+            curl_multi_remove_handle(multi, x->easy);
+            x->active = 0;
+            if (x->result == CURLE_WRITE_ERROR && x->capped)
+                x->result = CURLE_OK; /* we hung up on purpose */
+            if (x->result == CURLE_OK && x->status >= 300 && x->status < 400 && x->location[0] && !x->head_only) {
+                if (++x->hops > GM_HTTP_MAX_HOPS) {
+                    char u[4096];
+                    gm_fail(st, GM_ENET, "GET %s: more than %d redirects (a redirect loop)",
+                            gm_url_for_message(x->url, u, sizeof u), GM_HTTP_MAX_HOPS);
+                    break;
+                }
+                if (!follow(x)) {
+                    gm_fail(st, GM_ENET, "GET %s: cannot follow the redirect to '%.200s'", x->url, x->location);
+                    break;
+                }
+                x->attempts--; /* a hop is not a retry */
+                continue;
+            }
+            if (retryable(x) && x->fd < 0 && x->attempts <= h->retries) {
+                long delay = h->retry_ms << (x->attempts - 1);
+                if (x->retry_after > 0 && x->retry_after * 1000 > delay)
+                    delay = x->retry_after * 1000 > 10000 ? 10000 : x->retry_after * 1000;
+                x->not_before = now() + (double)delay / 1000.0;
+                continue;
+            }
+            if (x->result != CURLE_OK && x->fd < 0) {
+                fail(x, st);
+                break;
+            }
+            x->done = 1;
+            left--;
+        }
+        if (left > 0 && !st->code)
+            curl_multi_poll(multi, NULL, 0, 50, NULL);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (xs[i]->active) {
+            curl_multi_remove_handle(multi, xs[i]->easy);
+            xs[i]->active = 0;
+        }
+    curl_multi_cleanup(multi);
+    return st->code;
+}

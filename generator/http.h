@@ -1,0 +1,80 @@
+/*
+** HTTP transfers for the Hub client, on libcurl's multi interface so that
+** several run at once. Redirects are followed here, not by libcurl, so that
+** the token goes only to the endpoint's own origin (never to the CDN a 302
+** points at) and a loop is caught with a clear message. Retryable failures
+** (429, 5xx, timeouts, dropped or truncated transfers) are retried with
+** exponential backoff for transfers into memory; transfers into a file
+** report them and their caller resumes.
+*/
+#ifndef GM_HTTP_H
+#define GM_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "gm/status.h"
+#include "hub.h"
+
+#define GM_HTTP_MAX_HOPS 10
+
+typedef struct gm_xfer {
+    /* request: set by the caller */
+    char url[4096];
+    char range[64];       /* "a-b" or "a-", or empty for none */
+    int head_only;        /* HEAD, and do not follow redirects */
+    size_t max_body;      /* stop reading after this many bytes (0: no cap) */
+    int st_header;        /* the body starts a safetensors file: stop after its 8 + N header bytes */
+    int fd;               /* >= 0: the body is appended to this file, not kept in memory */
+    EVP_MD_CTX *sha;      /* when set, every body byte written to fd is hashed */
+    const char *label;    /* the file name, for the progress bar */
+    uint64_t have;        /* bytes already in fd before this transfer (resume) */
+    uint64_t total;       /* the whole file's size, for the progress bar */
+
+    /* response: the first value seen on any hop wins for these ... */
+    char commit[64];      /* X-Repo-Commit */
+    char etag[160];       /* ETag, quotes and W/ removed */
+    char linked_etag[160];/* X-Linked-Etag */
+    uint64_t linked_size; /* X-Linked-Size */
+    /* ... and these describe the last response */
+    long status;
+    char error_code[64];  /* X-Error-Code */
+    char error_message[256]; /* X-Error-Message */
+    char content_range[128];
+    char location[4096];
+    long retry_after;
+    char *body;           /* NUL-terminated; len bytes */
+    size_t len;
+    uint64_t written;     /* body bytes written to fd by this transfer */
+    int capped;           /* the body was cut at max_body */
+    int restarted;        /* asked to resume but got 200: fd was truncated and refilled from 0 */
+    CURLcode result;
+    char errbuf[CURL_ERROR_SIZE];
+    int hops, attempts;
+
+    /* internal */
+    CURL *easy;
+    struct curl_slist *headers;
+    double not_before;
+    double last_draw;
+    int active, done;
+} gm_xfer;
+
+/* A fresh transfer of url (fd = -1, no range). */
+void gm_xfer_init(gm_xfer *x, const char *url);
+void gm_xfer_free(gm_xfer *x);
+
+/*
+** Run the transfers to completion, all at once. Returns 0 when each finished
+** with a response (any status: look at x->status); otherwise the first
+** transport failure, after retries, is in st, naming the URL.
+*/
+int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st);
+
+/* The URL without its query string, for messages (CDN URLs carry signatures). */
+const char *gm_url_for_message(const char *url, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,748 @@
+/* The Hub client and the Hugging Face cache layout. See hub.h. */
+#include "hub.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "gm/safetensors.h"
+#include "http.h"
+#include "snapshot.h"
+
+#define HEADER_PROBE 100001u /* huggingface_hub's first Range: bytes=0-100000 */
+
+/*
+** snprintf for paths: a path that does not fit becomes "" (every later file
+** operation on it then fails with a message), never a shorter, wrong path.
+*/
+__attribute__((format(printf, 3, 4)))
+static int pathf(char *out, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, size, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= size) {
+        out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* environment */
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static int env_true(const char *name)
+{
+    const char *v = env(name);
+    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
+}
+
+/* The first line of a token file, trimmed; NULL when absent or empty. */
+static char *read_token_file(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    gm_status ignore = {0};
+    if (gm_read_file(path, 64u << 10, &text, &len, &ignore))
+        return NULL;
+    char *s = text;
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    size_t n = strcspn(s, " \t\r\n");
+    s[n] = '\0';
+    char *tok = n ? strdup(s) : NULL;
+    free(text);
+    return tok;
+}
+
+int gm_hub_init(gm_hub *h, gm_status *st)
+{
+    memset(h, 0, sizeof *h);
+    const char *ep = env("HF_ENDPOINT");
+    snprintf(h->endpoint, sizeof h->endpoint, "%s", ep ? ep : "https://huggingface.co");
+    size_t n = strlen(h->endpoint);
+    while (n > 0 && h->endpoint[n - 1] == '/')
+        h->endpoint[--n] = '\0';
+
+    char home[PATH_MAX];
+    const char *hf_home = env("HF_HOME");
+    if (hf_home)
+        snprintf(home, sizeof home, "%s", hf_home);
+    else if (env("XDG_CACHE_HOME"))
+        snprintf(home, sizeof home, "%s/huggingface", env("XDG_CACHE_HOME"));
+    else if (env("HOME"))
+        snprintf(home, sizeof home, "%s/.cache/huggingface", env("HOME"));
+    else
+        return gm_fail(st, GM_EUSAGE, "cannot place the Hugging Face cache: set HF_HOME or HF_HUB_CACHE");
+    if (env("HF_HUB_CACHE"))
+        pathf(h->cache, sizeof h->cache, "%s", env("HF_HUB_CACHE"));
+    else
+        pathf(h->cache, sizeof h->cache, "%s/hub", home);
+
+    if (env("HF_TOKEN")) {
+        h->token = strdup(env("HF_TOKEN"));
+        h->token_source = "HF_TOKEN";
+    } else if (env("HUGGING_FACE_HUB_TOKEN")) {
+        h->token = strdup(env("HUGGING_FACE_HUB_TOKEN"));
+        h->token_source = "HUGGING_FACE_HUB_TOKEN";
+    } else {
+        static char path[PATH_MAX];
+        if (env("HF_TOKEN_PATH"))
+            pathf(path, sizeof path, "%s", env("HF_TOKEN_PATH"));
+        else
+            pathf(path, sizeof path, "%s/token", home);
+        h->token = read_token_file(path);
+        h->token_source = path;
+    }
+    h->offline = env_true("HF_HUB_OFFLINE");
+    h->stall_seconds = env("HF_HUB_DOWNLOAD_TIMEOUT") ? strtol(env("HF_HUB_DOWNLOAD_TIMEOUT"), NULL, 10) : 10;
+    if (h->stall_seconds <= 0)
+        h->stall_seconds = 10;
+    h->retry_ms = env("GM_HUB_RETRY_MS") ? strtol(env("GM_HUB_RETRY_MS"), NULL, 10) : 500;
+    if (h->retry_ms < 0)
+        h->retry_ms = 500;
+    h->retries = 4;
+    h->progress = isatty(STDERR_FILENO);
+    return 0;
+}
+
+void gm_hub_free(gm_hub *h)
+{
+    if (h->token) {
+        memset(h->token, 0, strlen(h->token));
+        free(h->token);
+    }
+    h->token = NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the cache: models--org--name/{refs,blobs,snapshots} */
+
+static int repo_dir(const gm_hub *h, const char *repo, char *out, size_t size, gm_status *st)
+{
+    char flat[512];
+    size_t k = 0;
+    for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
+        if (*p == '/') {
+            flat[k++] = '-';
+            flat[k++] = '-';
+        } else {
+            flat[k++] = *p;
+        }
+    }
+    flat[k] = '\0';
+    if (snprintf(out, size, "%s/models--%s", h->cache, flat) >= (int)size)
+        return gm_fail(st, GM_EIO, "%s: cache path too long", h->cache);
+    return 0;
+}
+
+static int mkdirs(const char *path, gm_status *st)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s/", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}
+
+static int is_commit(const char *s)
+{
+    if (strlen(s) != 40)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return 0;
+    return 1;
+}
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
+static int link_blob(const char *rdir, const char *commit, const char *file, const char *blob, gm_status *st)
+{
+    char snap[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
+    pathf(snap, sizeof snap, "%s/snapshots/%s", rdir, commit);
+    if (mkdirs(snap, st))
+        return st->code;
+    pathf(link, sizeof link, "%s/%s", snap, file);
+    pathf(tmp, sizeof tmp, "%s.%d.tmp", link, (int)getpid());
+    pathf(target, sizeof target, "../../blobs/%s", blob);
+    unlink(tmp);
+    if (symlink(target, tmp) != 0 || rename(tmp, link) != 0) {
+        unlink(tmp);
+        return gm_fail(st, GM_EIO, "%s: cannot link to %s: %s", link, target, strerror(errno));
+    }
+    return 0;
+}
+
+/* Store bytes as blobs/<blob> (atomically) and link them as snapshots/<commit>/<file>. */
+static int cache_put(const char *rdir, const char *commit, const char *file, const char *blob,
+                     const void *data, size_t len, gm_status *st)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    pathf(dir, sizeof dir, "%s/blobs", rdir);
+    pathf(path, sizeof path, "%s/%s", dir, blob);
+    if (mkdirs(dir, st))
+        return st->code;
+    if (!file_exists(path) && gm_write_file(path, data, len, st))
+        return st->code;
+    return link_blob(rdir, commit, file, blob, st);
+}
+
+static int write_ref(const char *rdir, const char *revision, const char *commit, gm_status *st)
+{
+    char path[PATH_MAX];
+    if (is_commit(revision) && !strcmp(revision, commit))
+        return 0;
+    pathf(path, sizeof path, "%s/refs/%s", rdir, revision);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    if (mkdirs(path, st))
+        return st->code;
+    *slash = '/';
+    return gm_write_file(path, commit, strlen(commit), st);
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* ---------------------------------------------------------------------- */
+/* requests */
+
+static int resolve_url(const gm_hub *h, const char *repo, const char *revision, const char *file,
+                       char *out, size_t size, gm_status *st)
+{
+    char *rev = curl_easy_escape(NULL, revision, 0);
+    if (!rev)
+        return gm_fail(st, GM_ENOMEM, "out of memory");
+    int n = snprintf(out, size, "%s/%s/resolve/%s/%s", h->endpoint, repo, rev, file);
+    curl_free(rev);
+    if (n < 0 || (size_t)n >= size)
+        return gm_fail(st, GM_EUSAGE, "%s: URL too long", repo);
+    return 0;
+}
+
+/* A non-2xx answer as the one line a user can act on. */
+static int hub_error(const gm_hub *h, const char *repo, const char *revision, const char *file,
+                     const gm_xfer *x, gm_status *st)
+{
+    const char *code = x->error_code;
+    if (!strcmp(code, "GatedRepo")) {
+        if (!h->token)
+            return gm_fail(st, GM_ENET, "%s: gated repo: %s needs a token; accept the licence at %s/%s, "
+                           "then set HF_TOKEN to a token of that account", repo, file, h->endpoint, repo);
+        return gm_fail(st, GM_ENET, "%s: gated repo: the token from %s has no access to %s; accept the "
+                       "licence at %s/%s with that account", repo, h->token_source, file, h->endpoint, repo);
+    }
+    if (!strcmp(code, "RepoNotFound"))
+        return gm_fail(st, GM_ENET, "%s: repo not found at %s (check the id; a private repo needs HF_TOKEN)",
+                       repo, h->endpoint);
+    if (!strcmp(code, "RevisionNotFound"))
+        return gm_fail(st, GM_ENET, "%s: revision '%s' not found", repo, revision);
+    if (!strcmp(code, "EntryNotFound") || (x->status == 404 && !code[0]))
+        return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s'", repo, file, revision);
+    char u[4096];
+    gm_url_for_message(x->url, u, sizeof u);
+    if (x->status == 401 && h->token)
+        return gm_fail(st, GM_ENET, "%s: the Hub refused the token from %s for %s (401%s%s); check or renew it",
+                       repo, h->token_source, file, x->error_message[0] ? ": " : "", x->error_message);
+    if (x->status == 401)
+        return gm_fail(st, GM_ENET, "%s: the Hub refused %s (401%s%s); a private repo needs HF_TOKEN", repo, file,
+                       x->error_message[0] ? ": " : "", x->error_message);
+    if (x->status == 429)
+        return gm_fail(st, GM_ENET, "GET %s: rate limited (429) after %d attempts; wait and try again", u,
+                       x->attempts);
+    if (x->status >= 500)
+        return gm_fail(st, GM_ENET, "GET %s: server error %ld after %d attempts; try again later", u, x->status,
+                       x->attempts);
+    return gm_fail(st, GM_ENET, "GET %s: unexpected HTTP status %ld%s%s", u, x->status,
+                   x->error_message[0] ? ": " : "", x->error_message);
+}
+
+static int ok_status(long s) { return s >= 200 && s < 300; }
+
+/* GET a small file of repo at revision into x (memory). */
+static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revision, const char *file,
+                     gm_status *st)
+{
+    char url[4096];
+    if (resolve_url(h, repo, revision, file, url, sizeof url, st))
+        return st->code;
+    gm_xfer_init(x, url);
+    x->max_body = 64u << 20;
+    gm_xfer *one[1] = {x};
+    if (gm_http_run(h, one, 1, st))
+        return st->code;
+    if (!ok_status(x->status))
+        return hub_error(h, repo, revision, file, x, st);
+    if (x->capped)
+        return gm_fail(st, GM_EFORMAT, "%s: %s is larger than 64 MiB", repo, file);
+    return 0;
+}
+
+static int offline_missing(const char *repo, const char *what, const char *where, gm_status *st)
+{
+    return gm_fail(st, GM_EMISSING, "%s: HF_HUB_OFFLINE=1 and the cache has no %s (looked in %s); "
+                   "run once with network, or unset HF_HUB_OFFLINE", repo, what, where);
+}
+
+int gm_hub_fetch_config(gm_hub *h, const char *repo, const char *revision,
+                        char *dir, size_t dir_size, gm_status *st)
+{
+    char rdir[PATH_MAX];
+    if (repo_dir(h, repo, rdir, sizeof rdir, st))
+        return st->code;
+    if (h->offline) {
+        char commit[64] = {0}, path[PATH_MAX];
+        if (is_commit(revision)) {
+            snprintf(commit, sizeof commit, "%s", revision);
+        } else {
+            pathf(path, sizeof path, "%s/refs/%s", rdir, revision);
+            char *text = NULL;
+            size_t len = 0;
+            gm_status ignore = {0};
+            if (gm_read_file(path, 256, &text, &len, &ignore))
+                return offline_missing(repo, "record of this revision", path, st);
+            snprintf(commit, sizeof commit, "%.*s", (int)strcspn(text, " \r\n"), text);
+            free(text);
+            if (!is_commit(commit))
+                return gm_fail(st, GM_EFORMAT, "%s: expected a 40-hex commit id", path);
+        }
+        pathf(dir, dir_size, "%s/snapshots/%s", rdir, commit);
+        pathf(path, sizeof path, "%s/config.json", dir);
+        if (!file_exists(path))
+            return offline_missing(repo, "config.json", dir, st);
+        return 0;
+    }
+    gm_xfer x;
+    if (get_small(h, &x, repo, revision, "config.json", st))
+        goto out;
+    const char *commit = x.commit[0] ? x.commit : revision;
+    if (!is_commit(commit)) {
+        gm_fail(st, GM_ENET, "%s: the Hub gave no commit id (X-Repo-Commit) for revision '%s'", repo, revision);
+        goto out;
+    }
+    char blob[160];
+    if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
+        pathf(blob, sizeof blob, "%s", x.etag);
+    else
+        sha256_hex(x.body, x.len, blob);
+    if (cache_put(rdir, commit, "config.json", blob, x.body, x.len, st) || write_ref(rdir, revision, commit, st))
+        goto out;
+    pathf(dir, dir_size, "%s/snapshots/%s", rdir, commit);
+out:
+    gm_xfer_free(&x);
+    return st->code;
+}
+
+/* ---------------------------------------------------------------------- */
+/* safetensors headers over HTTP Range */
+
+/* The commit a snapshot folder belongs to: its own name. */
+static const char *commit_of(const char *dir)
+{
+    const char *slash = strrchr(dir, '/');
+    return slash ? slash + 1 : dir;
+}
+
+/* The folder of a snapshot's repo: two levels up (models--org--name). */
+static void rdir_of(const char *dir, char *out, size_t size)
+{
+    snprintf(out, size, "%s", dir);
+    for (int i = 0; i < 2; i++) {
+        char *slash = strrchr(out, '/');
+        if (slash)
+            *slash = '\0';
+    }
+}
+
+static int has(const char *dir, const char *file, const char *suffix)
+{
+    char path[PATH_MAX];
+    pathf(path, sizeof path, "%s/%s%s", dir, file, suffix);
+    return file_exists(path);
+}
+
+/* Check a ranged answer: 206 with Content-Range starting at `start`, or a 200 we cut short. */
+static int check_range(const gm_xfer *x, uint64_t start, gm_status *st)
+{
+    char u[4096];
+    if (x->status == 200)
+        return 0; /* the server ignored Range; on_body stopped reading at max_body */
+    unsigned long long a = 0, b = 0;
+    if (x->status != 206 || sscanf(x->content_range, "bytes %llu-%llu/", &a, &b) != 2 || a != start || b < a)
+        return gm_fail(st, GM_ENET, "GET %s: expected 206 with Content-Range bytes %llu-..., found %ld '%s'",
+                       gm_url_for_message(x->url, u, sizeof u), (unsigned long long)start, x->status,
+                       x->content_range);
+    return 0;
+}
+
+typedef struct head_job {
+    char file[256];
+    gm_xfer x;
+    uint8_t *bytes;
+    size_t len, need;
+} head_job;
+
+/* Start (or continue) reading a header: Range from what is there to 8 + N. */
+static int head_request(gm_hub *h, const char *repo, const char *commit, head_job *j, gm_status *st)
+{
+    char url[4096];
+    if (resolve_url(h, repo, commit, j->file, url, sizeof url, st))
+        return st->code;
+    gm_xfer_free(&j->x);
+    gm_xfer_init(&j->x, url);
+    const size_t start = j->len, end = j->need ? j->need : HEADER_PROBE;
+    snprintf(j->x.range, sizeof j->x.range, "%zu-%zu", start, end - 1);
+    j->x.max_body = end - start;
+    j->x.st_header = start == 0; /* read no further than the header, whatever was asked */
+    return 0;
+}
+
+/* Take a header answer into j; j->need tells whether a second request is needed. */
+static int head_take(const gm_hub *h, const char *repo, const char *commit, head_job *j, gm_status *st)
+{
+    gm_xfer *x = &j->x;
+    if (!ok_status(x->status))
+        return hub_error(h, repo, commit, j->file, x, st);
+    if (check_range(x, j->len, st))
+        return st->code;
+    uint8_t *grown = realloc(j->bytes, j->len + x->len);
+    if (!grown)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", j->file);
+    j->bytes = grown;
+    memcpy(j->bytes + j->len, x->body, x->len);
+    j->len += x->len;
+    uint64_t n = 0;
+    if (st_header_len(j->bytes, j->len, &n, j->file, st))
+        return st->code;
+    const size_t total = 8 + (size_t)n;
+    if (j->len >= total) {
+        j->len = total;
+        j->need = 0;
+    } else if (j->need && j->len < j->need) {
+        char u[4096];
+        return gm_fail(st, GM_ENET, "GET %s: body truncated: %zu of %zu header bytes",
+                       gm_url_for_message(x->url, u, sizeof u), j->len, j->need);
+    } else {
+        j->need = total;
+    }
+    return 0;
+}
+
+/* Fetch the headers of files[] in parallel and cache each as <file>.head. */
+static int fetch_heads(gm_hub *h, const char *repo, const char *dir, char **files, size_t n, gm_status *st)
+{
+    char rdir[PATH_MAX];
+    const char *commit = commit_of(dir);
+    rdir_of(dir, rdir, sizeof rdir);
+    head_job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    gm_xfer **xs = calloc(n ? n : 1, sizeof *xs);
+    if (!jobs || !xs) {
+        gm_fail(st, GM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(jobs[i].file, sizeof jobs[i].file, "%s", files[i]);
+        jobs[i].x.fd = -1;
+    }
+    for (int round = 0; round < 2; round++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (round > 0 && !jobs[i].need)
+                continue;
+            if (head_request(h, repo, commit, &jobs[i], st))
+                goto out;
+            xs[k++] = &jobs[i].x;
+        }
+        if (k == 0)
+            break;
+        if (gm_http_run(h, xs, k, st))
+            goto out;
+        for (size_t i = 0; i < n; i++)
+            if ((round == 0 || jobs[i].need) && head_take(h, repo, commit, &jobs[i], st))
+                goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char blob[80], name[300];
+        sha256_hex(jobs[i].bytes, jobs[i].len, blob);
+        pathf(name, sizeof name, "%s.head", jobs[i].file);
+        if (cache_put(rdir, commit, name, blob, jobs[i].bytes, jobs[i].len, st))
+            goto out;
+    }
+out:
+    for (size_t i = 0; jobs && i < n; i++) {
+        gm_xfer_free(&jobs[i].x);
+        free(jobs[i].bytes);
+    }
+    free(jobs);
+    free(xs);
+    return st->code;
+}
+
+/* Cache the index of a sharded repo; 1 when the repo has none (a 404). */
+static int fetch_index(gm_hub *h, const char *repo, const char *dir, gm_status *st)
+{
+    char rdir[PATH_MAX], blob[160];
+    rdir_of(dir, rdir, sizeof rdir);
+    gm_xfer x;
+    if (get_small(h, &x, repo, commit_of(dir), "model.safetensors.index.json", st) == 0) {
+        if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
+            pathf(blob, sizeof blob, "%s", x.etag);
+        else
+            sha256_hex(x.body, x.len, blob);
+        cache_put(rdir, commit_of(dir), "model.safetensors.index.json", blob, x.body, x.len, st);
+    }
+    gm_xfer_free(&x);
+    return st->code;
+}
+
+/* The shard names of the cached index. */
+static int shards_of(const char *dir, char ***names, size_t *n, gm_status *st)
+{
+    char path[PATH_MAX], *text = NULL;
+    size_t len = 0;
+    pathf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (gm_read_file(path, 64u << 20, &text, &len, st) == 0)
+        st_index_shards(text, len, "model.safetensors.index.json", names, n, st);
+    free(text);
+    return st->code;
+}
+
+/* Is the repo single-file? Asks the Hub with a header probe of model.safetensors. */
+int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status *st)
+{
+    char *single[] = {"model.safetensors"};
+    if (has(dir, "model.safetensors", "") || has(dir, "model.safetensors", ".head"))
+        return 0;
+    if (!has(dir, "model.safetensors.index.json", "")) {
+        if (h->offline)
+            return offline_missing(repo, "model.safetensors header or index", dir, st);
+        /* as huggingface_hub decides: model.safetensors first, then the index */
+        gm_status probe = {0};
+        if (fetch_heads(h, repo, dir, single, 1, &probe) == 0)
+            return 0;
+        if (probe.code != GM_EMISSING) {
+            *st = probe;
+            return st->code;
+        }
+        if (fetch_index(h, repo, dir, st)) {
+            if (st->code == GM_EMISSING)
+                gm_fail(st, GM_EMISSING, "%s: neither model.safetensors nor model.safetensors.index.json "
+                        "is in the repo at %s", repo, commit_of(dir));
+            return st->code;
+        }
+    }
+    char **names = NULL;
+    size_t n = 0, k = 0;
+    if (shards_of(dir, &names, &n, st))
+        return st->code;
+    char **need = calloc(n ? n : 1, sizeof *need);
+    for (size_t i = 0; need && i < n; i++)
+        if (!has(dir, names[i], "") && !has(dir, names[i], ".head"))
+            need[k++] = names[i];
+    if (!need)
+        gm_fail(st, GM_ENOMEM, "out of memory");
+    else if (k > 0 && h->offline)
+        offline_missing(repo, need[0], dir, st);
+    else if (k > 0)
+        fetch_heads(h, repo, dir, need, k, st);
+    free(need);
+    st_free_names(names, n);
+    return st->code;
+}
+
+/* ---------------------------------------------------------------------- */
+/* full downloads */
+
+/* Hash what a partial download already holds. */
+static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
+{
+    char buf[1 << 16];
+    ssize_t r;
+    *have = 0;
+    if (lseek(fd, 0, SEEK_SET) != 0)
+        return -1;
+    while ((r = read(fd, buf, sizeof buf)) > 0) {
+        EVP_DigestUpdate(sha, buf, (size_t)r);
+        *have += (uint64_t)r;
+    }
+    return r < 0 ? -1 : 0;
+}
+
+/* One safetensors file into blobs/<sha256>, resumable, verified, then linked. */
+static int download_file(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
+{
+    char rdir[PATH_MAX], url[4096], blob[PATH_MAX], part[PATH_MAX], u[4096];
+    const char *commit = commit_of(dir);
+    rdir_of(dir, rdir, sizeof rdir);
+    if (resolve_url(h, repo, commit, file, url, sizeof url, st))
+        return st->code;
+
+    gm_xfer meta;
+    gm_xfer_init(&meta, url);
+    meta.head_only = 1;
+    gm_xfer *one[1] = {&meta};
+    if (gm_http_run(h, one, 1, st) || (!ok_status(meta.status) && !(meta.status >= 300 && meta.status < 400) &&
+                                       hub_error(h, repo, commit, file, &meta, st))) {
+        gm_xfer_free(&meta);
+        return st->code;
+    }
+    char etag[160];
+    snprintf(etag, sizeof etag, "%s", meta.linked_etag[0] ? meta.linked_etag : meta.etag);
+    const uint64_t size = meta.linked_size;
+    gm_xfer_free(&meta);
+    if (strlen(etag) != 64 || strspn(etag, "0123456789abcdef") != 64)
+        return gm_fail(st, GM_ENET, "HEAD %s: expected a sha256 in X-Linked-Etag, found '%.80s'",
+                       gm_url_for_message(url, u, sizeof u), etag);
+
+    pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
+    pathf(part, sizeof part, "%s.incomplete", blob);
+    if (file_exists(blob))
+        return link_blob(rdir, commit, file, etag, st);
+    char blobs[PATH_MAX];
+    pathf(blobs, sizeof blobs, "%s/blobs", rdir);
+    if (mkdirs(blobs, st))
+        return st->code;
+
+    int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot open: %s", part, strerror(errno));
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    uint64_t have = 0;
+    if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL) || hash_prefix(fd, sha, &have) != 0) {
+        gm_fail(st, GM_EIO, "%s: cannot read the partial download: %s", part, strerror(errno));
+        goto out;
+    }
+    for (int attempt = 1;; attempt++) {
+        gm_xfer x;
+        gm_xfer_init(&x, url);
+        x.fd = fd;
+        x.sha = sha;
+        x.label = file;
+        x.have = have;
+        x.total = size;
+        if (have > 0)
+            snprintf(x.range, sizeof x.range, "%llu-", (unsigned long long)have);
+        one[0] = &x;
+        int rc = gm_http_run(h, one, 1, st);
+        have = (x.restarted ? 0 : have) + x.written;
+        const int ok = !rc && x.result == CURLE_OK && ok_status(x.status);
+        const CURLcode result = x.result;
+        const long status = x.status;
+        if (!rc && x.result == CURLE_OK && !ok_status(x.status) && !(x.status == 429 || x.status >= 500)) {
+            hub_error(h, repo, commit, file, &x, st);
+            gm_xfer_free(&x);
+            goto out;
+        }
+        gm_xfer_free(&x);
+        if (rc)
+            goto out;
+        if (ok && have == size)
+            break;
+        if (attempt > h->retries) {
+            gm_fail(st, GM_ENET, "GET %s: %llu of %llu bytes after %d attempts (%s); run the download again "
+                    "to resume", gm_url_for_message(url, u, sizeof u), (unsigned long long)have,
+                    (unsigned long long)size, attempt,
+                    result != CURLE_OK ? curl_easy_strerror(result) : status >= 400 ? "server error" : "short body");
+            goto out;
+        }
+        usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
+    }
+    if (h->progress)
+        fputc('\n', stderr);
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    char got[65];
+    EVP_DigestFinal_ex(sha, md, &mdlen);
+    for (int i = 0; i < 32; i++)
+        snprintf(got + 2 * i, 3, "%02x", md[i]);
+    if (strcmp(got, etag) != 0) {
+        unlink(part);
+        gm_fail(st, GM_ENET, "%s: sha256 %s does not match the Hub's X-Linked-Etag %s; the partial file was "
+                "removed, run the download again", file, got, etag);
+        goto out;
+    }
+    if (fsync(fd) != 0 || rename(part, blob) != 0) {
+        gm_fail(st, GM_EIO, "%s: cannot move into place: %s", blob, strerror(errno));
+        goto out;
+    }
+    link_blob(rdir, commit, file, etag, st);
+out:
+    EVP_MD_CTX_free(sha);
+    close(fd);
+    return st->code;
+}
+
+int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
+                    char *dir, size_t dir_size, gm_status *st)
+{
+    if (gm_hub_fetch_config(h, repo, revision, dir, dir_size, st))
+        return st->code;
+    if (h->offline) {
+        if (!has(dir, "model.safetensors", "") && !has(dir, "model.safetensors.index.json", ""))
+            return offline_missing(repo, "model.safetensors", dir, st);
+    } else if (!has(dir, "model.safetensors.index.json", "")) {
+        /* single file, unless the Hub has no model.safetensors */
+        gm_status probe = {0};
+        if (download_file(h, repo, dir, "model.safetensors", &probe) == 0)
+            return 0;
+        if (probe.code != GM_EMISSING) {
+            *st = probe;
+            return st->code;
+        }
+        if (fetch_index(h, repo, dir, st))
+            return st->code;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    if (has(dir, "model.safetensors", ""))
+        return 0;
+    if (shards_of(dir, &names, &n, st))
+        return st->code;
+    for (size_t i = 0; i < n && !st->code; i++) {
+        if (has(dir, names[i], "")) {
+            char path[PATH_MAX];
+            pathf(path, sizeof path, "%s/%s", dir, names[i]);
+            struct stat sb;
+            if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+                continue; /* linked to a complete blob */
+        }
+        if (h->offline)
+            offline_missing(repo, names[i], dir, st);
+        else
+            download_file(h, repo, dir, names[i], st);
+    }
+    st_free_names(names, n);
+    return st->code;
+}

@@ -1,0 +1,74 @@
+/*
+** The Hugging Face Hub, over libcurl, and its cache, shared with the Python
+** tools (huggingface_hub): what gen-model fetches lands in
+** $HF_HUB_CACHE/models--org--name/{refs,blobs,snapshots}/ exactly where
+** they look for it, and what they fetched is used without network.
+**
+** Scaffolding reads kilobytes: config.json, the index, and each safetensors
+** header through HTTP Range requests. The header copies are cached as
+** snapshots/<commit>/<file>.head (a blob like any other), so a cache snapshot
+** folder is itself a gen-model SOURCE.
+**
+** Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN, then
+** HUGGING_FACE_HUB_TOKEN, then the file HF_TOKEN_PATH or $HF_HOME/token;
+** HF_HUB_CACHE (default $HF_HOME/hub, HF_HOME default ~/.cache/huggingface);
+** HF_HUB_OFFLINE=1 (no network at all); HF_HUB_DOWNLOAD_TIMEOUT (seconds a
+** transfer may stall, default 10); GM_HUB_RETRY_MS (first retry delay,
+** default 500).
+*/
+#ifndef GM_HUB_H
+#define GM_HUB_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gm/status.h"
+
+typedef struct gm_hub {
+    char endpoint[1024];  /* no trailing '/' */
+    char *token;          /* NULL when none; sent only to the endpoint's host, never printed */
+    const char *token_source; /* "HF_TOKEN", a file path, ...: for messages */
+    char cache[PATH_MAX];
+    int offline;
+    long stall_seconds;
+    long retry_ms;
+    int retries;          /* further attempts after a retryable failure */
+    int progress;         /* draw progress bars (stderr is a terminal) */
+    uint64_t bytes;       /* body bytes received, all requests */
+    unsigned requests;    /* HTTP requests made */
+} gm_hub;
+
+/* Read the environment; call once after curl_global_init. */
+int gm_hub_init(gm_hub *h, gm_status *st);
+void gm_hub_free(gm_hub *h);
+
+/*
+** Resolve revision (a branch, tag or commit) of repo and make sure the cache
+** snapshot holds config.json. Online, the commit is what the Hub reports in
+** X-Repo-Commit and refs/<revision> is updated; offline (HF_HUB_OFFLINE=1),
+** refs/<revision> decides. *dir receives the snapshot folder
+** ($HF_HUB_CACHE/models--org--name/snapshots/<commit>).
+*/
+int gm_hub_fetch_config(gm_hub *h, const char *repo, const char *revision,
+                        char *dir, size_t dir_size, gm_status *st);
+
+/*
+** Add to that snapshot what the tensor check needs: model.safetensors's
+** header, or model.safetensors.index.json and each shard's header (fetched in
+** parallel), each as <file>.head unless the cache already has the file or
+** its header. Tensor data is never downloaded.
+*/
+int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir,
+                         gm_status *st);
+
+/*
+** Download the full safetensors files (and config.json, the index) into the
+** cache: resumed from a partial <blob>.incomplete with Range, verified
+** against the sha256 in X-Linked-Etag, and only then renamed into place.
+** *dir receives the snapshot folder, which then is a complete model folder.
+*/
+int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
+                    char *dir, size_t dir_size, gm_status *st);
+
+#endif

@@ -539,6 +539,15 @@ static int shards_of(const char *dir, char ***names, size_t *n, gm_status *st)
     return st->code;
 }
 
+/* After the index was asked for too: a 404 means the repo has no safetensors weights. */
+static int no_weights(const char *repo, const char *dir, gm_status *st)
+{
+    if (st->code == GM_EMISSING)
+        gm_fail(st, GM_EMISSING, "%s: neither model.safetensors nor model.safetensors.index.json is in the "
+                "repo at %s", repo, commit_of(dir));
+    return st->code;
+}
+
 /* Is the repo single-file? Asks the Hub with a header probe of model.safetensors. */
 int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status *st)
 {
@@ -556,12 +565,8 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status
             *st = probe;
             return st->code;
         }
-        if (fetch_index(h, repo, dir, st)) {
-            if (st->code == GM_EMISSING)
-                gm_fail(st, GM_EMISSING, "%s: neither model.safetensors nor model.safetensors.index.json "
-                        "is in the repo at %s", repo, commit_of(dir));
-            return st->code;
-        }
+        if (fetch_index(h, repo, dir, st))
+            return no_weights(repo, dir, st);
     }
     char **names = NULL;
     size_t n = 0, k = 0;
@@ -722,7 +727,7 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
             return st->code;
         }
         if (fetch_index(h, repo, dir, st))
-            return st->code;
+            return no_weights(repo, dir, st);
     }
     char **names = NULL;
     size_t n = 0;

@@ -1,0 +1,515 @@
+/*
+** gen-model against a fake Hugging Face Hub on 127.0.0.1 (tests/fakehub.py,
+** started and stopped by each test): header-only reads, the token's reach,
+** every Hub error a user can meet, retries, the shared cache, offline mode
+** and resumable, verified downloads. No other network is used.
+*/
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static struct {
+    pid_t pid;
+    int port;
+    char *work;
+    char log[4200], home[4200], out[4200];
+} hub;
+
+static void setup(void)
+{
+    hub.work = tu_tmpdir();
+    snprintf(hub.log, sizeof hub.log, "%s/hub.log", hub.work);
+    snprintf(hub.home, sizeof hub.home, "%s/hf", hub.work);
+    snprintf(hub.out, sizeof hub.out, "%s/models", hub.work);
+    hub.pid = 0;
+}
+
+static void hub_stop(void)
+{
+    if (hub.pid > 0) {
+        kill(hub.pid, SIGTERM);
+        waitpid(hub.pid, NULL, 0);
+        hub.pid = 0;
+    }
+}
+
+static void teardown(void)
+{
+    hub_stop();
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", hub.work);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", hub.work);
+    free(hub.work);
+}
+
+/* Start the fake Hub with extra arguments (a NULL-terminated list). */
+static void hub_start(const char *const *extra)
+{
+    char ready[4300];
+    snprintf(ready, sizeof ready, "%s/ready.json", hub.work);
+    unlink(ready);
+    unlink(hub.log); /* each start has its own request log */
+    const char *argv[32] = {"python3", GM_SOURCE_DIR "/tests/fakehub.py", "--root", GM_SHARED_DIR,
+                            "--ready-file", ready, "--log", hub.log, "--max-seconds", "120"};
+    int argc = 10;
+    for (; extra && *extra && argc < 31; extra++)
+        argv[argc++] = *extra;
+    argv[argc] = NULL;
+    hub.pid = fork();
+    cr_assert_neq(hub.pid, -1);
+    if (hub.pid == 0) {
+        execvp("python3", (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < 200 && !tu_exists(ready); i++)
+        usleep(25000);
+    char *text = tu_read(ready, NULL);
+    cr_assert_not_null(text, "the fake Hub did not start");
+    const char *p = strstr(text, "\"hub\":");
+    cr_assert_not_null(p);
+    hub.port = atoi(p + 6);
+    free(text);
+}
+
+/* Run gen-model with a clean Hub environment plus `env` (KEY=VALUE ...). */
+static int gm(const char *env, const char *args, char **out, char **err)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u HF_HUB_OFFLINE -u HF_HUB_CACHE "
+             "-u XDG_CACHE_HOME HF_HOME='%s' HF_ENDPOINT=http://127.0.0.1:%d GM_HUB_RETRY_MS=20 %s '%s' %s",
+             hub.home, hub.port, env ? env : "", GM_GEN_MODEL, args);
+    return tu_run(cmd, out, err);
+}
+
+/* Scaffold repo into hub.out; returns the exit status. */
+static int scaffold(const char *env, const char *repo, char **err)
+{
+    char args[8800];
+    snprintf(args, sizeof args, "'%s' --out '%s'", repo, hub.out);
+    return gm(env, args, NULL, err);
+}
+
+/* Lines of the request log that contain every one of the given strings. */
+static int log_count(const char *a, const char *b)
+{
+    char *text = tu_read(hub.log, NULL);
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n"))
+        n += strstr(line, a) && (!b || strstr(line, b));
+    free(text);
+    return n;
+}
+
+/* Sum of the body bytes the fake Hub sent, per its log. */
+static long log_bytes(void)
+{
+    char *text = tu_read(hub.log, NULL);
+    long sum = 0;
+    for (char *p = text; p && (p = strstr(p, "\"bytes\": ")); p += 9)
+        sum += atol(p + 9);
+    free(text);
+    return sum;
+}
+
+static void assert_same_tree(const char *a, const char *b)
+{
+    char cmd[9000], *out = NULL;
+    snprintf(cmd, sizeof cmd, "diff -r '%s' '%s'", a, b);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s and %s differ:\n%s", a, b, out);
+    free(out);
+}
+
+TestSuite(hub, .init = setup, .fini = teardown, .timeout = 90);
+
+/* ---------------------------------------------------------------------- */
+
+Test(hub, scaffolds_the_same_model_as_the_offline_path_from_kilobytes)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-1.5B", &err), 0, "%s", err);
+    char got[4400];
+    snprintf(got, sizeof got, "%s/qwen2_1_5b", hub.out);
+    assert_same_tree(got, GM_SOURCE_DIR "/models/qwen2_1_5b");
+    /* header-only: every safetensors request is ranged, and the whole run stays under 100 KiB */
+    cr_assert_eq(log_count("model.safetensors", "\"range\": null"), 0, "an unranged safetensors request");
+    cr_assert_lt(log_bytes(), 100 * 1024, "the fake Hub sent %ld bytes", log_bytes());
+    cr_assert(strstr(err, " bytes in "), "the transfer is not reported: %s", err);
+    free(err);
+}
+
+Test(hub, shard_headers_of_a_gated_sharded_repo_with_a_token)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Meta-Llama-3-8B", &err), 0, "%s", err);
+    char got[4400];
+    snprintf(got, sizeof got, "%s/meta_llama_3_8b", hub.out);
+    assert_same_tree(got, GM_SOURCE_DIR "/models/meta_llama_3_8b");
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"range\": \"bytes=0-100000\""), 4, "one header read per shard");
+    /* the token goes to the Hub, never to the CDN a 302 points at */
+    cr_assert_gt(log_count("\"server\": \"hub\"", "\"auth\": true"), 0);
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"auth\": true"), 0, "the token reached the CDN");
+    free(err);
+}
+
+Test(hub, a_gated_repo_without_a_token_says_to_accept_the_licence_and_set_hf_token)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "meta-llama/Llama-3.2-1B", &err), 5);
+    cr_assert(strstr(err, "meta-llama/Llama-3.2-1B: gated repo") && strstr(err, "accept the licence") &&
+              strstr(err, "HF_TOKEN"), "%s", err);
+    cr_assert(!tu_exists(hub.out), "output written after a failure");
+    free(err);
+    cr_assert_eq(scaffold("HF_TOKEN=hf_noaccess", "meta-llama/Llama-3.2-1B", &err), 5);
+    cr_assert(strstr(err, "has no access"), "%s", err);
+    free(err);
+    cr_assert_eq(scaffold("HF_TOKEN=hf_bogus", "meta-llama/Llama-3.2-1B", &err), 5);
+    cr_assert(strstr(err, "refused the token from HF_TOKEN") && !strstr(err, "hf_bogus"), "%s", err);
+    free(err);
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
+}
+
+Test(hub, the_token_comes_from_the_env_then_the_token_files)
+{
+    hub_start(NULL);
+    char *err = NULL, env[4400], path[4400];
+    cr_assert_eq(scaffold("HUGGING_FACE_HUB_TOKEN=hf_good", "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
+    snprintf(path, sizeof path, "%s/mytoken", hub.work);
+    tu_write(path, "  hf_good\n", 10);
+    snprintf(env, sizeof env, "HF_TOKEN_PATH='%s'", path);
+    cr_assert_eq(scaffold(env, "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
+    mkdir(hub.home, 0755);
+    snprintf(path, sizeof path, "%s/token", hub.home);
+    tu_write(path, "hf_good", 7);
+    cr_assert_eq(scaffold(NULL, "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
+    /* HF_TOKEN wins over the file */
+    cr_assert_eq(scaffold("HF_TOKEN=hf_noaccess", "meta-llama/Llama-3.2-1B", &err), 5);
+    free(err);
+}
+
+Test(hub, missing_repo_revision_and_file_each_get_their_message)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/NoSuchModel", &err), 5);
+    cr_assert(strstr(err, "Qwen/NoSuchModel: repo not found"), "%s", err);
+    free(err);
+    char args[8800];
+    snprintf(args, sizeof args, "Qwen/Qwen2-1.5B --revision v9.9 --out '%s'", hub.out);
+    cr_assert_eq(gm(NULL, args, NULL, &err), 5);
+    cr_assert(strstr(err, "revision 'v9.9' not found"), "%s", err);
+    free(err);
+    /* a revision is URL-escaped */
+    snprintf(args, sizeof args, "Qwen/Qwen2-1.5B --revision refs/pr/1 --out '%s'", hub.out);
+    cr_assert_eq(gm(NULL, args, NULL, &err), 5);
+    cr_assert_eq(log_count("resolve/refs%2Fpr%2F1/config.json", NULL), 1);
+    free(err);
+    /* a repo with no safetensors at all */
+    snprintf(args, sizeof args, "download google-t5/t5-small");
+    cr_assert_eq(gm(NULL, args, NULL, &err), 1);
+    cr_assert(strstr(err, "neither model.safetensors nor model.safetensors.index.json"), "%s", err);
+    free(err);
+    cr_assert(!tu_exists(hub.out));
+}
+
+Test(hub, a_commit_id_as_revision_is_recorded_in_the_banner)
+{
+    hub_start(NULL);
+    char *err = NULL, args[8800];
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --revision 8f445e3628f3500ee69f24e1303c9f10f5342a39 --out '%s'",
+             hub.out);
+    int rc = gm(NULL, args, NULL, &err);
+    char *hubjson = tu_read(GM_SHARED_DIR "/hub/Qwen/Qwen2-0.5B/.hub.json", NULL);
+    char *c = strstr(hubjson, "\"commit\": \"");
+    cr_assert_not_null(c);
+    char commit[41];
+    snprintf(commit, sizeof commit, "%s", c + 11);
+    free(err);
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --revision %s --out '%s'", commit, hub.out);
+    cr_assert_eq(gm(NULL, args, NULL, &err), 0, "%s", err);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/qwen2_0_5b_weights.c", hub.out);
+    char *src = tu_read(path, NULL);
+    cr_assert(strstr(src, commit), "the banner does not name commit %s", commit);
+    (void)rc;
+    free(src);
+    free(hubjson);
+    free(err);
+}
+
+Test(hub, server_errors_and_rate_limits_are_retried_with_backoff)
+{
+    const char *args[] = {"--fail-first", "3", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    cr_assert_eq(log_count("\"status\": 503", NULL), 3);
+    free(err);
+}
+
+Test(hub, persistent_rate_limiting_gives_up_with_a_message)
+{
+    const char *args[] = {"--fail-first", "50", "--fail-status", "429", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    cr_assert(strstr(err, "rate limited (429) after 5 attempts"), "%s", err);
+    cr_assert_eq(log_count("\"status\": 429", NULL), 5, "bounded retries");
+    cr_assert(!tu_exists(hub.out));
+    free(err);
+}
+
+Test(hub, persistent_server_errors_give_up_with_a_message)
+{
+    const char *args[] = {"--fail-first", "50", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    cr_assert(strstr(err, "server error 503 after 5 attempts"), "%s", err);
+    free(err);
+}
+
+Test(hub, a_stalled_transfer_times_out)
+{
+    const char *args[] = {"--mode", "slow", "--slow", "4", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 5);
+    cr_assert(strstr(err, "timed out") && strstr(err, "HF_HUB_DOWNLOAD_TIMEOUT"), "%s", err);
+    free(err);
+}
+
+Test(hub, a_truncated_body_is_an_error_not_a_short_file)
+{
+    const char *args[] = {"--mode", "truncate", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    cr_assert(strstr(err, "truncated"), "%s", err);
+    cr_assert(!tu_exists(hub.out));
+    free(err);
+}
+
+Test(hub, a_redirect_loop_is_cut_short)
+{
+    const char *args[] = {"--mode", "redirect-loop", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    cr_assert(strstr(err, "redirects (a redirect loop)"), "%s", err);
+    cr_assert_leq(log_count("config.json", NULL), 11);
+    free(err);
+}
+
+Test(hub, a_renamed_repo_is_followed_through_its_relative_redirect)
+{
+    const char *args[] = {"--mode", "rename", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B-old", &err), 0, "%s", err);
+    cr_assert_eq(log_count("\"status\": 307", NULL), 2, "config and header each redirected once");
+    free(err);
+}
+
+Test(hub, a_server_that_ignores_range_is_cut_off_after_the_header)
+{
+    const char *args[] = {"--mode", "ignore-range", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-1.5B", &err), 0, "%s", err);
+    char got[4400];
+    snprintf(got, sizeof got, "%s/qwen2_1_5b", hub.out);
+    assert_same_tree(got, GM_SOURCE_DIR "/models/qwen2_1_5b");
+    /* gen-model's own count: it stopped reading after 8 + N bytes of a 3 GB body */
+    long bytes = atol(strstr(err, "gen-model: ") + 11);
+    cr_assert_lt(bytes, 100 * 1024, "read %ld bytes: %s", bytes, err);
+    free(err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the cache */
+
+Test(hub, the_cache_has_the_python_layout_and_a_second_run_works_offline)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
+    char path[4400], *commit;
+    snprintf(path, sizeof path, "%s/hub/models--meta-llama--Llama-3.2-1B/refs/main", hub.home);
+    commit = tu_read(path, NULL);
+    cr_assert(commit && strlen(commit) == 40, "refs/main holds no commit");
+    snprintf(path, sizeof path, "%s/hub/models--meta-llama--Llama-3.2-1B/snapshots/%s/config.json", hub.home,
+             commit);
+    struct stat sb;
+    cr_assert(lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode), "config.json is not a link into blobs/");
+    char target[4400];
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    cr_assert_gt(n, 0);
+    target[n] = '\0';
+    cr_assert(strncmp(target, "../../blobs/", 12) == 0, "link target %s", target);
+
+    hub_stop(); /* no server at all from here on */
+    char out2[4400], args[8900];
+    snprintf(out2, sizeof out2, "%s/again", hub.work);
+    snprintf(args, sizeof args, "meta-llama/Llama-3.2-1B --out '%s'", out2);
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", args, NULL, &err), 0, "%s", err);
+    char a[4500], b[4500];
+    snprintf(a, sizeof a, "%s/llama_3_2_1b", hub.out);
+    snprintf(b, sizeof b, "%s/llama_3_2_1b", out2);
+    assert_same_tree(a, b);
+    free(err);
+    free(commit);
+}
+
+Test(hub, offline_with_an_empty_cache_is_a_clear_error)
+{
+    char *err = NULL, args[8900];
+    hub.port = 9; /* nothing listens there, and nothing may be asked */
+    snprintf(args, sizeof args, "Qwen/Qwen2-1.5B --out '%s'", hub.out);
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", args, NULL, &err), 1);
+    cr_assert(strstr(err, "HF_HUB_OFFLINE=1 and the cache has no") && !strstr(err, "bytes in"), "%s", err);
+    cr_assert(!tu_exists(hub.out));
+    free(err);
+}
+
+Test(hub, a_model_fetched_by_the_python_tools_is_used_without_network)
+{
+    /* lay out the cache as huggingface_hub does: refs/main, blobs, snapshot links */
+    const char *commit = "0123456789abcdef0123456789abcdef01234567";
+    char cmd[16384], *err = NULL;
+    snprintf(cmd, sizeof cmd,
+             "set -e; r='%s/hub/models--golden--qwen3_tied'; mkdir -p $r/refs $r/blobs $r/snapshots/%s; "
+             "printf %s > $r/refs/main; for f in config.json model.safetensors; do "
+             "b=$(sha256sum '%s/golden/qwen3_tied/'$f | cut -c1-64); cp '%s/golden/qwen3_tied/'$f $r/blobs/$b; "
+             "ln -s ../../blobs/$b $r/snapshots/%s/$f; done",
+             hub.home, commit, commit, GM_SHARED_DIR, GM_SHARED_DIR, commit);
+    cr_assert_eq(system(cmd), 0);
+    hub.port = 9;
+    cr_assert_eq(scaffold("HF_HUB_OFFLINE=1", "golden/qwen3_tied", &err), 0, "%s", err);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen3_tied/qwen3_tied_weights.c", hub.out);
+    char *src = tu_read(path, NULL);
+    cr_assert(src && strstr(src, commit), "banner lacks the cached commit");
+    free(src);
+    free(err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* downloads */
+
+static char *downloaded_dir(const char *out)
+{
+    char *dir = strdup(out);
+    dir[strcspn(dir, "\n")] = '\0';
+    return dir;
+}
+
+Test(hub, download_survives_a_dropped_connection_and_verifies_the_checksum)
+{
+    const char *args[] = {"--mode", "drop-once", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/llama_untied_sharded", &out, &err), 0, "%s", err);
+    cr_assert(!strchr(err, '\r'), "a progress bar when stderr is not a terminal");
+    char *dir = downloaded_dir(out);
+    const char *files[] = {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
+                           "model-00003-of-00003.safetensors", "model.safetensors.index.json", "config.json"};
+    for (size_t i = 0; i < 5; i++) {
+        char a[4400], b[4400], c[9000];
+        snprintf(a, sizeof a, "%s/%s", dir, files[i]);
+        snprintf(b, sizeof b, "%s/golden/llama_untied_sharded/%s", GM_SHARED_DIR, files[i]);
+        snprintf(c, sizeof c, "cmp -s '%s' '%s'", a, b);
+        cr_assert_eq(system(c), 0, "%s differs from the original", files[i]);
+    }
+    /* each shard was cut once and resumed with a Range from where it stopped */
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"range\": \"bytes="), 3, "three resumed requests");
+    /* and the downloaded folder is a complete model for the gates */
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "ls '%s'/../../blobs | grep -c incomplete", dir);
+    char *count = NULL;
+    tu_run(cmd, &count, NULL);
+    cr_assert_eq(atoi(count), 0, "an .incomplete blob is left");
+    free(count);
+    free(dir);
+    free(out);
+    free(err);
+}
+
+Test(hub, an_interrupted_download_never_looks_complete_and_resumes_later)
+{
+    const char *args[] = {"--mode", "drop-always", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/qwen2_tied", &out, &err), 5);
+    cr_assert(strstr(err, "run the download again to resume"), "%s", err);
+    free(out);
+    free(err);
+    char cmd[9000], *ls = NULL;
+    snprintf(cmd, sizeof cmd, "cd '%s/hub/models--golden--qwen2_tied' && ls snapshots/* && ls blobs", hub.home);
+    tu_run(cmd, &ls, NULL);
+    cr_assert(!strstr(ls, "model.safetensors\n"), "a partial file is linked as complete:\n%s", ls);
+    cr_assert(strstr(ls, ".incomplete"), "no partial file kept to resume:\n%s", ls);
+    free(ls);
+    hub_stop();
+    hub_start(NULL);
+    cr_assert_eq(gm(NULL, "download golden/qwen2_tied", &out, &err), 0, "%s", err);
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"range\": \"bytes="), 1, "the second run resumed with Range");
+    char *dir = downloaded_dir(out);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s/model.safetensors' '%s/golden/qwen2_tied/model.safetensors'", dir,
+             GM_SHARED_DIR);
+    cr_assert_eq(system(cmd), 0);
+    free(dir);
+    free(out);
+    free(err);
+}
+
+Test(hub, a_corrupt_partial_download_fails_the_checksum_and_is_removed)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL;
+    /* learn the blob name, then plant a wrong partial file under it */
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
+             "b=blobs/${b##*/} && head -c 1000 /dev/zero > $b.incomplete && rm $b snapshots/*/model.safetensors",
+             hub.home);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 5);
+    cr_assert(strstr(err, "does not match the Hub's X-Linked-Etag"), "%s", err);
+    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
+    cr_assert_neq(system(cmd), 0, "the corrupt partial file was kept");
+    free(out);
+    free(err);
+}
+
+Test(hub, download_draws_a_progress_bar_on_a_terminal)
+{
+    hub_start(NULL);
+    char cmd[16384], *out = NULL;
+    snprintf(cmd, sizeof cmd,
+             "script -qec \"env -u HF_TOKEN HF_HOME='%s' HF_ENDPOINT=http://127.0.0.1:%d '%s' download "
+             "golden/llama_untied\" /dev/null",
+             hub.home, hub.port, GM_GEN_MODEL);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
+    cr_assert(strstr(out, "model.safetensors") && strstr(out, "100%"), "no progress bar:\n%s", out);
+    free(out);
+}

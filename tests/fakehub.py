@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Loopback fake of the Hugging Face Hub for the download tests.
+
+Two HTTP/1.1 servers on 127.0.0.1 (ephemeral ports):
+  hub  GET/HEAD /{org}/{name}/resolve/{revision}/{filename}
+       non-LFS files: 200 + body; LFS files: 302 to the cdn, like the real Hub.
+  cdn  GET/HEAD /blobs/{etag}?repo=...&file=...   (single Range supported, never auth)
+
+Repos: ROOT/hub/<org>/<name>/.hub.json (header-only copies, the rest served as
+zeros, generated lazily) and ROOT/golden/<name>/ served as repo golden/<name>.
+
+When both listen, one JSON line {"hub": port, "cdn": port, "pid": pid} is
+written to --ready-file (via F.tmp + rename). Exits on SIGTERM/SIGINT, or by
+itself after --max-seconds (300). Fault-injection modes (--mode, repeatable):
+ignore-range, drop-once, drop-always, slow, fail-first, redirect-loop, rename,
+truncate. --log appends one JSON line per request:
+  {"server", "method", "path", "range", "auth", "status", "bytes"}.
+"""
+import argparse
+import hashlib
+import http.server
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.parse
+
+CHUNK = 64 * 1024
+ZEROS = bytes(CHUNK)
+MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
+         "redirect-loop", "rename", "truncate"}
+
+
+class Blob:
+    """One file of a repo: `data` is its stored prefix (the whole file for real
+    files, the safetensors header for header-only copies), zeros follow up to
+    `size`. `etag` is the sha256 hex (LFS) or git blob sha1 (non-LFS)."""
+
+    def __init__(self, data, size, lfs, etag):
+        self.data, self.size, self.lfs, self.etag = data, size, lfs, etag
+
+    def chunks(self, start, end):
+        """Yield bytes [start, end) without materialising the zero tail."""
+        pos = start
+        while pos < end:
+            if pos < len(self.data):
+                piece = self.data[pos:min(end, len(self.data), pos + CHUNK)]
+            else:
+                piece = ZEROS[:min(CHUNK, end - pos)]
+            pos += len(piece)
+            yield piece
+
+
+def git_blob_sha1(data):
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def load_repos(root):
+    """Return {"org/name": {"commit", "gated", "files": {name: Blob}}}."""
+    repos = {}
+    hub = os.path.join(root, "hub")
+    for org in sorted(os.listdir(hub)) if os.path.isdir(hub) else []:
+        if not os.path.isdir(os.path.join(hub, org)):
+            continue                             # README.md
+        for name in sorted(os.listdir(os.path.join(hub, org))):
+            d = os.path.join(hub, org, name)
+            meta_path = os.path.join(d, ".hub.json")
+            if not os.path.isfile(meta_path):
+                continue
+            with open(meta_path) as f:
+                meta = json.load(f)
+            files = {}
+            for fname, e in meta["files"].items():
+                if e.get("head"):       # header copy + zeros; fake but stable etag
+                    with open(os.path.join(d, e["head"]), "rb") as f:
+                        head = f.read()
+                    files[fname] = Blob(head, e["size"], bool(e.get("lfs")),
+                                        hashlib.sha256(head).hexdigest())
+                elif os.path.isfile(os.path.join(d, fname)):
+                    with open(os.path.join(d, fname), "rb") as f:
+                        data = f.read()
+                    lfs = bool(e.get("lfs"))
+                    etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
+                    files[fname] = Blob(data, len(data), lfs, etag)
+            repos[meta.get("repo", org + "/" + name)] = {
+                "commit": meta["commit"], "gated": bool(meta.get("gated")), "files": files}
+    golden = os.path.join(root, "golden")
+    for name in sorted(os.listdir(golden)) if os.path.isdir(golden) else []:
+        d = os.path.join(golden, name)
+        if not os.path.isdir(d):
+            continue
+        files = {}
+        for fname in sorted(os.listdir(d)):     # golden/ subfolder is skipped
+            p = os.path.join(d, fname)
+            lfs = fname.endswith(".safetensors")
+            if not os.path.isfile(p) or not (
+                    lfs or fname in ("config.json", "model.safetensors.index.json")):
+                continue
+            with open(p, "rb") as f:
+                data = f.read()
+            etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
+            files[fname] = Blob(data, len(data), lfs, etag)
+        repo = "golden/" + name
+        repos[repo] = {"commit": hashlib.sha1(repo.encode()).hexdigest(),
+                       "gated": False, "files": files}
+    return repos
+
+
+def parse_range(header, total):
+    """Return (start, end_exclusive), None (serve whole body) or "416"."""
+    if not header:
+        return None
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None                              # unsupported: ignore, as RFC 9110 allows
+    first, dash, last = spec.strip().partition("-")
+    try:
+        if not dash:
+            return None
+        if first == "":                          # suffix range bytes=-n
+            n = int(last)
+            return "416" if n <= 0 or total == 0 else (max(0, total - n), total)
+        a = int(first)
+        b = int(last) if last else total - 1
+    except ValueError:
+        return None
+    if a >= total:
+        return "416"
+    if b < a:
+        return None                              # bytes=5-2 is invalid: ignore it
+    return a, min(b, total - 1) + 1
+
+
+class State:
+    """Everything the handlers share; counters are guarded by one lock."""
+
+    def __init__(self, args, repos):
+        self.args, self.repos = args, repos
+        self.modes = set(args.mode)
+        if args.fail_first > 0:
+            self.modes.add("fail-first")
+        self.fail_left = args.fail_first if args.fail_first > 0 else 1
+        self.tokens = {t for t in args.tokens.split(",") if t}
+        self.by_etag = {b.etag: b for r in repos.values() for b in r["files"].values() if b.lfs}
+        self.dropped = set()                     # etags already dropped once
+        self.lock = threading.Lock()
+        self.log = open(args.log, "a") if args.log else None
+        self.hub_port = self.cdn_port = 0
+
+    def take_failure(self):
+        with self.lock:
+            if "fail-first" in self.modes and self.fail_left > 0:
+                self.fail_left -= 1
+                return True
+            return False
+
+    def should_drop(self, etag):
+        if "drop-always" in self.modes:
+            return True
+        with self.lock:
+            if "drop-once" in self.modes and etag not in self.dropped:
+                self.dropped.add(etag)
+                return True
+            return False
+
+    def write_log(self, rec):
+        if self.log:
+            with self.lock:
+                self.log.write(json.dumps(rec) + "\n")
+                self.log.flush()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"                # keep-alive; we always send Content-Length
+    server_version = "fakehub/1"
+    timeout = 60                                 # idle keep-alive / stalled-reader bound
+    state: State = None
+    role = ""                                    # "hub" or "cdn", set by subclass
+
+    def log_message(self, *a):                   # keep stderr quiet
+        pass
+
+    # -- plumbing -------------------------------------------------------------
+    def do_GET(self):
+        self.status, self.sent = 0, 0
+        try:
+            self.route()
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            self.close_connection = True         # client hung up: expected in tests
+        self.state.write_log({
+            "server": self.role, "method": self.command, "path": self.path,
+            "range": self.headers.get("Range"),
+            "auth": self.headers.get("Authorization") is not None,
+            "status": self.status, "bytes": self.sent})
+
+    do_HEAD = do_GET
+
+    def start(self, status, headers):
+        """Send status line and headers (Content-Length must be among them)."""
+        self.status = status
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, str(v))
+        if status >= 400:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.flush()
+
+    def body(self, chunks, length, limit=None):
+        """Stream `chunks` (`length` bytes) for GET; stop after `limit` bytes and
+        close abruptly if given. Honors the `slow` mode (headers, sleep, body)."""
+        if self.command == "HEAD" or length == 0:
+            return
+        if "slow" in self.state.modes:
+            time.sleep(self.state.args.slow)
+        for piece in chunks:
+            if limit is not None and self.sent + len(piece) > limit:
+                piece = piece[:limit - self.sent]
+            self.wfile.write(piece)
+            self.sent += len(piece)
+            if limit is not None and self.sent >= limit:
+                break
+        self.wfile.flush()
+        if limit is not None and limit < length:  # drop: short body, then FIN
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def error(self, status, message, code=None, extra=()):
+        payload = json.dumps({"error": message}).encode()
+        headers = [("Content-Type", "application/json"), ("Content-Length", len(payload)),
+                   ("X-Error-Message", message)]
+        if code:
+            headers.append(("X-Error-Code", code))
+        self.start(status, headers + list(extra))
+        self.body([payload], len(payload))
+
+    def redirect(self, status, location, extra=()):
+        self.start(status, [("Location", location), ("Content-Length", 0)] + list(extra))
+
+    def send_blob(self, blob, headers, allow_range=True, limit_half=False):
+        """200/206/416 for `blob`, with `headers` added; a half body if limit_half."""
+        rng = parse_range(self.headers.get("Range"), blob.size) if allow_range else None
+        if rng == "416":
+            return self.error(416, "Requested range not satisfiable",
+                              extra=[("Content-Range", "bytes */%d" % blob.size)])
+        start, end = rng if rng else (0, blob.size)
+        h = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes"),
+             ("Content-Length", end - start)] + headers
+        if rng:
+            h.append(("Content-Range", "bytes %d-%d/%d" % (start, end - 1, blob.size)))
+        self.start(206 if rng else 200, h)
+        self.body(blob.chunks(start, end), end - start,
+                  limit=(end - start) // 2 if limit_half else None)
+
+
+class HubHandler(Handler):
+    role = "hub"
+
+    def route(self):
+        st = self.state
+        if st.take_failure():
+            status = st.args.fail_status
+            extra = [("Retry-After", "1")] if status == 429 else []
+            return self.error(status, "Injected failure (fail-first)", extra=extra)
+        parts = self.path.partition("?")[0].split("/")
+        # ['', org, name, 'resolve', rev, file...]
+        if len(parts) < 6 or parts[3] != "resolve" or not parts[5]:
+            return self.error(404, "Not Found")
+        org, name, rev_q = parts[1], parts[2], parts[4]
+        filename = urllib.parse.unquote("/".join(parts[5:]))
+        revision = urllib.parse.unquote(rev_q)
+        if "redirect-loop" in st.modes:
+            return self.redirect(302, "http://127.0.0.1:%d%s" % (st.hub_port, self.path))
+        if "rename" in st.modes and name.endswith("-old"):
+            return self.redirect(307, "/%s/%s/resolve/%s/%s" % (
+                org, name[:-4], rev_q, "/".join(parts[5:])))
+
+        # Authorization: an invalid token is rejected whatever the repo.
+        auth = self.headers.get("Authorization")
+        token = None
+        if auth is not None:
+            scheme, _, token = auth.strip().partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or token not in st.tokens:
+                return self.error(401, "Invalid credentials in Authorization header")
+        repo_id = org + "/" + name
+        repo = st.repos.get(repo_id)
+        if repo is None:
+            return self.error(404, "Repository not found", "RepoNotFound")
+        if repo["gated"]:
+            msg = ("Access to model %s is restricted. You must have access to it "
+                   "and be authenticated to access it. Please log in." % repo_id)
+            if token is None:
+                return self.error(401, msg, "GatedRepo")
+            if token == "hf_noaccess":
+                return self.error(403, "Access to model %s is restricted and you are "
+                                  "not in the authorized list." % repo_id, "GatedRepo")
+        commit = repo["commit"]
+        if revision not in ("main", commit):
+            return self.error(404, "Invalid rev id: %s" % revision, "RevisionNotFound")
+        blob = repo["files"].get(filename)
+        if blob is None:
+            return self.error(404, "Entry not found", "EntryNotFound",
+                              extra=[("X-Repo-Commit", commit)])
+        if blob.lfs:
+            loc = "http://127.0.0.1:%d/blobs/%s?%s" % (
+                st.cdn_port, blob.etag,
+                urllib.parse.urlencode({"repo": repo_id, "file": filename, "commit": commit}))
+            return self.redirect(302, loc, [
+                ("X-Repo-Commit", commit), ("X-Linked-Size", blob.size),
+                ("X-Linked-Etag", '"%s"' % blob.etag), ("ETag", '"%s"' % blob.etag)])
+        self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)],
+                       limit_half="truncate" in st.modes)
+
+
+class CdnHandler(Handler):
+    role = "cdn"
+
+    def route(self):
+        st = self.state
+        path, _, query = self.path.partition("?")
+        parts = path.split("/")
+        blob = st.by_etag.get(parts[2]) if len(parts) == 3 and parts[1] == "blobs" else None
+        q = urllib.parse.parse_qs(query)
+        if q.get("repo") and q.get("file"):     # prefer the self-describing query
+            repo = st.repos.get(q["repo"][0])
+            cand = repo["files"].get(q["file"][0]) if repo else None
+            if cand is not None and cand.lfs and (blob is None or cand.etag == blob.etag):
+                blob = cand
+        if blob is None:
+            return self.error(404, "Blob not found")
+        drop = self.command == "GET" and st.should_drop(blob.etag)
+        self.send_blob(blob, [("ETag", '"%s"' % blob.etag)],
+                       allow_range="ignore-range" not in st.modes, limit_half=drop)
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 128                     # many parallel test clients
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", required=True, help="folder holding hub/ and golden/")
+    ap.add_argument("--ready-file", required=True)
+    ap.add_argument("--log")
+    ap.add_argument("--mode", action="append", default=[], choices=sorted(MODES))
+    ap.add_argument("--fail-first", type=int, default=0,
+                    help="N hub requests fail (implies --mode fail-first; that mode alone: 1)")
+    ap.add_argument("--fail-status", type=int, default=503)
+    ap.add_argument("--slow", type=float, default=5.0, help="seconds, for --mode slow")
+    ap.add_argument("--tokens", default="hf_good,hf_noaccess")
+    ap.add_argument("--max-seconds", type=float, default=300.0, help="safety bound")
+    args = ap.parse_args()
+
+    state = State(args, load_repos(args.root))
+    handlers = {r: type(c.__name__, (c,), {"state": state}) for r, c in
+                (("hub", HubHandler), ("cdn", CdnHandler))}
+    hub = Server(("127.0.0.1", 0), handlers["hub"])
+    cdn = Server(("127.0.0.1", 0), handlers["cdn"])
+    state.hub_port, state.cdn_port = hub.server_address[1], cdn.server_address[1]
+    for s in (hub, cdn):
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    tmp = args.ready_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(json.dumps({"hub": state.hub_port, "cdn": state.cdn_port,
+                            "pid": os.getpid()}) + "\n")
+    os.rename(tmp, args.ready_file)
+
+    deadline = time.monotonic() + args.max_seconds
+    while not stop.is_set() and time.monotonic() < deadline:
+        stop.wait(0.5)                           # short waits: signals get handled promptly
+    for s in (hub, cdn):
+        s.shutdown()
+        s.server_close()
+    if state.log:
+        state.log.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

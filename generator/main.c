@@ -75,16 +75,6 @@ static int exit_code(int code)
     }
 }
 
-static int valid_id(const char *s)
-{
-    if (!*s || strlen(s) > 64 || !((*s >= 'a' && *s <= 'z') || *s == '_'))
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
-            return 0;
-    return 1;
-}
-
 static int is_dir(const char *path)
 {
     struct stat sb;
@@ -149,9 +139,9 @@ int main(int argc, char **argv)
                 is_download ? "ORG/NAME" : "SOURCE", argc - optind);
         return EXIT_USAGE;
     }
-    if (opt.name && !valid_id(opt.name)) {
-        fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_', "
-                "found '%s'\n", opt.name);
+    if (opt.name && !gm_model_id_valid(opt.name)) {
+        fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_' "
+                "(not gm, st or bf16), found '%s'\n", opt.name);
         return EXIT_USAGE;
     }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -181,8 +171,15 @@ int main(int argc, char **argv)
         repo = source;
         source = cache_dir; /* .../models--org--name/snapshots/<commit>: repo and commit come from the path */
     }
-    if (gm_snapshot_open_dir(&snap, source, from_hub ? NULL : repo, &st) ||
-        gm_check_config(&snap, &opt, &st) ||
+    if (gm_snapshot_open_dir(&snap, source, from_hub ? NULL : repo, &st))
+        goto out;
+    /* the id chosen with --name is kept in the snapshot, so regeneration keeps it too */
+    if (opt.name) {
+        free(snap.name);
+        snap.name = strdup(opt.name);
+    }
+    opt.name = snap.name;
+    if (gm_check_config(&snap, &opt, &st) ||
         (from_hub && gm_hub_fetch_headers(&hub, repo, source, &st)) ||
         gm_snapshot_read_headers(&snap, source, &st) ||
         gm_generate(&snap, &opt, &res, &st))

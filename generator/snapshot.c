@@ -127,6 +127,21 @@ int gm_repo_id_valid(const char *repo)
            name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+int gm_model_id_valid(const char *id)
+{
+    static const char *const reserved[] = {"gm", "st", "bf16"};
+    const size_t n = strlen(id);
+    if (n == 0 || n > 64 || !((id[0] >= 'a' && id[0] <= 'z') || id[0] == '_'))
+        return 0;
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return 0;
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (strcmp(id, reserved[i]) == 0)
+            return 0;
+    return 1;
+}
+
 static int commit_valid(const char *c)
 {
     if (strlen(c) != 40)
@@ -171,10 +186,18 @@ static int read_origin(gm_snapshot *s, const char *path, gm_status *st)
         gm_fail(st, GM_EFORMAT, "%s: expected \"commit\" to be 40 lower-case hex digits or null", path);
         goto out;
     }
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+    if (name && (!cJSON_IsString(name) || !gm_model_id_valid(name->valuestring))) {
+        gm_fail(st, GM_EFORMAT, "%s: expected \"name\" to be a model id of lower-case letters, digits and '_'",
+                path);
+        goto out;
+    }
     s->repo = strdup(repo->valuestring);
     if (cJSON_IsString(commit))
         s->commit = strdup(commit->valuestring);
-    if (!s->repo || (cJSON_IsString(commit) && !s->commit))
+    if (name)
+        s->name = strdup(name->valuestring);
+    if (!s->repo || (cJSON_IsString(commit) && !s->commit) || (name && !s->name))
         gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
 out:
     cJSON_Delete(root);
@@ -356,9 +379,11 @@ int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st)
             return st->code;
     }
     /* repo and commit were validated on the way in: plain characters only */
-    char origin[512];
-    int n = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s\n}\n", s->repo,
-                     s->commit ? "\"" : "", s->commit ? s->commit : "null", s->commit ? "\"" : "");
+    char origin[512], name[128] = "";
+    if (s->name)
+        snprintf(name, sizeof name, ",\n  \"name\": \"%s\"", s->name);
+    int n = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s%s\n}\n", s->repo,
+                     s->commit ? "\"" : "", s->commit ? s->commit : "null", s->commit ? "\"" : "", name);
     if (n < 0 || n >= (int)sizeof origin)
         return gm_fail(st, GM_EFORMAT, "source.json: repo id too long");
     if (path_join(path, sizeof path, dir, "source.json", st) ||
@@ -371,6 +396,7 @@ void gm_snapshot_free(gm_snapshot *s)
 {
     free(s->repo);
     free(s->commit);
+    free(s->name);
     free(s->config);
     free(s->index);
     for (size_t i = 0; i < s->n_shards; i++) {

@@ -22,6 +22,7 @@ typedef struct gm_shard {
 typedef struct gm_snapshot {
     char *repo;         /* "Qwen/Qwen2-1.5B" */
     char *commit;       /* 40 hex digits, or NULL for a local folder without one */
+    char *name;         /* the model id chosen with --name, or NULL: the one derived from repo */
     char *config;       /* config.json bytes, NUL-terminated */
     size_t config_len;
     char *index;        /* model.safetensors.index.json bytes, or NULL */
@@ -49,7 +50,8 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st);
 
 /*
 ** Write the snapshot into folder dir (which must exist): config.json, the
-** index if any, <file>.head for every shard, and source.json.
+** index if any, <file>.head for every shard, and source.json (repo, commit
+** and the --name, if one was given).
 */
 int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st);
 
@@ -57,6 +59,12 @@ void gm_snapshot_free(gm_snapshot *s);
 
 /* A Hub repo id: "name" or "org/name", each part [A-Za-z0-9][A-Za-z0-9._-]*, no "..". */
 int gm_repo_id_valid(const char *repo);
+
+/*
+** A model id: [a-z_][a-z0-9_]*, at most 64 characters, and not a prefix the
+** runtime owns (gm, st, bf16), whose symbols and header guards it would clash with.
+*/
+int gm_model_id_valid(const char *id);
 
 /* Read a whole small file (at most max bytes) into a NUL-terminated buffer. */
 int gm_read_file(const char *path, size_t max, char **data, size_t *len,

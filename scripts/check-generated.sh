@@ -22,14 +22,14 @@ for dir in models/*/; do
   while IFS= read -r f; do
     rel=${f#"$tmp/$id/"}
     if ! cmp -s "$f" "models/$id/$rel"; then
-      echo "models/$id/$rel is stale. To fix run: gen-model models/$id/snapshot"
+      echo "models/$id/$rel is stale. To fix run: $gen models/$id/snapshot"
       diff -u "models/$id/$rel" "$f" | head -40
       status=1
     fi
   done < <(find "$tmp/$id" -type f ! -name TODO.md ! -path '*/docs/*' | sort)
   while IFS= read -r f; do
     rel=${f#"models/$id/"}
-    [ -e "$tmp/$id/$rel" ] || { echo "models/$id/$rel is not generated any more. To fix run: gen-model models/$id/snapshot"; status=1; }
+    [ -e "$tmp/$id/$rel" ] || { echo "models/$id/$rel is not generated any more. To fix run: $gen models/$id/snapshot"; status=1; }
   done < <(find "models/$id" -type f ! -name TODO.md ! -path '*/docs/*' | sort)
 done
 if [ "$count" -eq 0 ]; then echo "no models under models/"; exit 1; fi

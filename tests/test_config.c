@@ -356,9 +356,9 @@ static const struct bad_config rejects_bad_configs_cases[] = {
      0, GM_EFORMAT,
      C "rope_theta 10000 and rope_parameters.rope_theta 500000 disagree"},
     {"{" REQ ", \"rope_theta\": 0}", 0, GM_EFORMAT,
-     C "rope_theta must be a positive finite number, found 0"},
+     C "rope_theta must be a positive normal fp32 value, found 0"},
     {"{" REQ ", \"rope_theta\": 1e999}", 0, GM_EFORMAT,
-     C "rope_theta must be a positive finite number, found 1e999"},
+     C "rope_theta must be a positive normal fp32 value, found 1e999"},
     {"{" HIDDEN ", " LAYERS ", " HEADS ", " INTER ", " VOCAB ", " MAXPOS
      ", \"rms_norm_eps\": \"1e-5\"}", 0, GM_EFORMAT,
      C "rms_norm_eps must be a number, found a string"},

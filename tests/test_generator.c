@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gm/config.h"
 #include "util.h"
 
 #define HUB GM_SHARED_DIR "/hub"
@@ -146,7 +147,7 @@ static const config_case config_cases[] = {
     {"\"hidden_size\": 896,", "\"hidden_size\": \"896\",", 1, "config.json: hidden_size must be an integer, found a string"},
     {"\"num_hidden_layers\": 24,", "", 1, "config.json: required key 'num_hidden_layers' is missing"},
     {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0},", 3,
-     "rope_scaling type 'yarn' is not supported (supported: llama3)"},
+     "Qwen/Qwen2-0.5B: rope_scaling type 'yarn' is not supported (config.json: rope_scaling; supported: llama3)"},
     {"\"use_sliding_window\": false,", "\"use_sliding_window\": true,", 3,
      "sliding-window attention is out of scope (config.json: sliding_window = 131072)"},
     {"\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],", "\"architectures\": \"Qwen2ForCausalLM\",", 1,
@@ -419,4 +420,151 @@ Test(generator, a_hostile_repo_id_in_the_origin_file_is_refused)
     assert_refused(rc, 1, err, ".hub.json: expected \"repo\" to be a Hub repo id");
     free(err);
     free(dir);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the generator's Config rules (Lua) against the runtime's reader (C) */
+
+typedef struct { const char *from, *to; } edit;
+
+static const edit edge_cases[] = {
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": null, \"rope_parameters\": {\"rope_theta\": 250000.0},"},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_scaling\": null, \"rope_parameters\": "
+     "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+     "\"original_max_position_embeddings\": 8192},"},
+    {"\"torch_dtype\": \"bfloat16\",", "\"torch_dtype\": null, \"dtype\": \"float32\","},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_parameters\": {\"rope_theta\": 2000000.0},"},
+    {"\"torch_dtype\": \"bfloat16\",", "\"torch_dtype\": \"bfloat16\", \"dtype\": \"float32\","},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_scaling\": {\"factor\": 2.0},"},
+    {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": null,"},
+    {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 2, \"head_dim\": null,"},
+    {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 2, \"head_dim\": 128,"},
+    {"\"eos_token_id\": 151643,", "\"eos_token_id\": [151643, 151645, 151646],"},
+    {"\"eos_token_id\": 151643,", "\"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9],"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": null,"},
+    {"\"bos_token_id\": 151643,", ""},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1e300,"},
+    {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": 1e-320,"},
+    {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": null,"},
+    {"\"hidden_size\": 896,", "\"hidden_size\": 8.96e2,"},
+    {"\"intermediate_size\": 4864,", "\"intermediate_size\": -4864,"},
+    {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": null,"},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000,"},
+};
+
+/* The value of `.field = ` in a generated initializer. */
+static double init_value(const char *src, const char *field)
+{
+    char key[64];
+    snprintf(key, sizeof key, ".%s = ", field);
+    const char *at = strstr(src, key);
+    cr_assert_not_null(at, "no %s in the generated Config", field);
+    return strtod(at + strlen(key), NULL);
+}
+
+Test(generator, lua_and_c_config_readers_agree_on_edge_cases)
+{
+    for (size_t i = 0; i < sizeof edge_cases / sizeof edge_cases[0]; i++) {
+        char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL, path[4400];
+        edit_config(dir, edge_cases[i].from, edge_cases[i].to);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        gm_config c;
+        gm_status st = {0};
+        const int c_ok = gm_config_read(&c, path, &st) == 0;
+        const int rc = gen(dir, "--name edge", NULL, &err);
+        /* a Config that changes shapes passes config.json and stops at the tensor check */
+        const int lua_ok = rc == 0 || (rc == 1 && strstr(err, ": tensor '"));
+        cr_assert_eq(lua_ok, c_ok, "case %zu (%s): gen-model %s (%s), the C reader %s (%s)", i, edge_cases[i].to,
+                     lua_ok ? "accepts" : "refuses", err, c_ok ? "accepts" : "refuses", st.msg);
+        if (rc == 0) {
+            snprintf(path, sizeof path, "%s/edge/edge_weights.c", out_dir);
+            char *src = tu_read(path, NULL);
+            cr_expect_eq(init_value(src, "rope_base"), c.rope_base, "case %zu: rope_base", i);
+            cr_expect_eq(init_value(src, "rms_norm_eps"), c.rms_norm_eps, "case %zu: rms_norm_eps", i);
+            cr_expect_eq(init_value(src, "n_kv_heads"), c.n_kv_heads, "case %zu: n_kv_heads", i);
+            cr_expect_eq(init_value(src, "head_dim"), c.head_dim, "case %zu: head_dim", i);
+            cr_expect_eq(init_value(src, "bos_token_id"), c.bos_token_id, "case %zu: bos", i);
+            cr_expect_eq(init_value(src, "n_eos_token_ids"), c.n_eos_token_ids, "case %zu: eos", i);
+            cr_expect_eq(strstr(src, ".type = GM_ROPE_LLAMA3") != NULL, c.rope_scaling.type == GM_ROPE_LLAMA3,
+                         "case %zu: rope_scaling", i);
+            static const char *const dtypes[] = {"GM_DTYPE_NONE", "GM_DTYPE_BF16", "GM_DTYPE_F16", "GM_DTYPE_F32"};
+            char want[64];
+            snprintf(want, sizeof want, ".dtype = %s,", dtypes[c.dtype]);
+            cr_expect(strstr(src, want), "case %zu: dtype %s", i, want);
+            cr_expect_eq(strstr(src, ".tie_word_embeddings = true") != NULL, c.tie_word_embeddings, "case %zu", i);
+            free(src);
+        }
+        free(err);
+        char cmd[4400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, out_dir);
+        cr_assert_eq(system(cmd), 0);
+        free(dir);
+    }
+}
+
+Test(generator, a_mistral_window_stays_refused_whatever_use_sliding_window_says)
+{
+    char *dir = snapshot_copy("mistralai/Mistral-7B-v0.1"), *err = NULL;
+    edit_config(dir, "\"sliding_window\": 4096,", "\"sliding_window\": 4096, \"use_sliding_window\": false,");
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 3, err, "sliding-window attention is out of scope");
+    free(err);
+    free(dir);
+}
+
+Test(generator, a_lone_q_lora_rank_is_named_as_the_field)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    edit_config(dir, "\"hidden_act\": \"silu\",", "\"hidden_act\": \"silu\", \"q_lora_rank\": 1536,");
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 3, err, "(config.json: q_lora_rank = 1536)");
+    free(err);
+    free(dir);
+}
+
+Test(generator, names_from_hostile_headers_cannot_break_the_message_line)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    edit_header(dir, rename_up_proj); /* then an evil extra name */
+    char path[4400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = gen(dir, NULL, NULL, &err);
+    cr_assert_eq(rc, 1);
+    cr_assert_eq(tu_lines(err), 1, "%s", err);
+    free(err);
+    free(dir);
+}
+
+static void add_evil_tensor(cJSON *root)
+{
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "model.norm.weight");
+    cJSON *end = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 1);
+    char spec[256];
+    snprintf(spec, sizeof spec, "{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[%.0f,%.0f]}", end->valuedouble,
+             end->valuedouble);
+    cJSON_AddItemToObject(root, "evil\n#include <x>\x1b[31mred", cJSON_Parse(spec));
+}
+
+Test(generator, a_tensor_name_with_a_newline_and_an_escape_stays_on_one_line)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    edit_header(dir, add_evil_tensor);
+    int rc = gen(dir, NULL, NULL, &err);
+    assert_refused(rc, 1, err, "unexpected tensor 'evil?#include <x>?[31mred'");
+    free(err);
+    free(dir);
+}
+
+Test(generator, name_is_kept_in_the_snapshot_and_reserved_prefixes_are_refused)
+{
+    char src[4096], *err = NULL, cmd[9000];
+    snprintf(src, sizeof src, "%s/Qwen/Qwen2-0.5B", HUB);
+    cr_assert_eq(gen(src, "--name tiny", NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tiny/snapshot' --out '%s/again' && diff -r '%s/tiny' '%s/again/tiny'",
+             GM_GEN_MODEL, out_dir, work, out_dir, work);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    cr_assert_eq(gen(src, "--name gm", NULL, &err), 2);
+    free(err);
 }

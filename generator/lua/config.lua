@@ -60,9 +60,17 @@ local function is_null(v) return v == json.null end
 local function describe(v)
   if is_null(v) then return "null" end
   local t = math.type(v) or type(v)
-  if t == "float" then return string.format("%.17g", v):find("[.eEn]") and
-      string.format("%.17g", v) or string.format("%.1f", v) end
+  if t == "float" then -- shortest text that reads back to the same value
+    if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
+    local text
+    for p = 1, 17 do
+      text = string.format("%." .. p .. "g", v)
+      if tonumber(text) == v then break end
+    end
+    return text:find("[.eEn]") and text or text .. ".0"
+  end
   if t == "integer" then return tostring(v) end
+  if v == nil then return "absent" end
   if t == "table" then return getmetatable(v) == json.array_mt and "a list" or "an object" end
   if t == "boolean" then return tostring(v) end
   if t == "string" then
@@ -73,19 +81,32 @@ local function describe(v)
 end
 M.describe = describe
 
--- Look a key up in the 4.x spelling, then the 5.x one; returns value, name.
-local function lookup(cfg, f)
-  if f.key and cfg[f.key] ~= nil then return cfg[f.key], f.key end
-  if f.key5 then
-    local obj, sub = f.key5:match("^([^.]+)%.(.+)$")
+-- Look a field up in the 4.x spelling, then the 5.x one. JSON null counts as
+-- absent. Returns the value (nil when absent), the key it came from, and
+-- whether a key was present but null. Two spellings that disagree are an
+-- error rather than a silent choice.
+local function lookup(cfg, f, file)
+  local function get(path)
+    if not path then return nil, false end
+    local obj, sub = path:match("^([^.]+)%.(.+)$")
+    local v
     if obj then
       local o = cfg[obj]
-      if type(o) == "table" and o[sub] ~= nil then return o[sub], f.key5 end
-    elseif cfg[f.key5] ~= nil then
-      return cfg[f.key5], f.key5
+      if type(o) == "table" and getmetatable(o) == json.object_mt then v = o[sub] end
+    else
+      v = cfg[path]
     end
+    if is_null(v) then return nil, true end
+    return v, false
   end
-  return nil, f.key or f.key5
+  local v4, null4 = get(f.key)
+  local v5, null5 = get(f.key5)
+  if v4 ~= nil and v5 ~= nil and type(v4) ~= "table" and v4 ~= v5 then
+    fail("%s: %s = %s and %s = %s disagree", file, f.key, describe(v4), f.key5, describe(v5))
+  end
+  if v4 ~= nil then return v4, f.key, false end
+  if v5 ~= nil then return v5, f.key5, false end
+  return nil, f.key or f.key5, null4 or null5
 end
 
 local function int(v, what, file, lo)
@@ -98,31 +119,39 @@ local function int(v, what, file, lo)
   return v
 end
 
+-- Config floats are used in fp32 (RoPE, RMSNorm): they must be finite there.
+local FLT_MAX = 3.4028234663852886e38
+local FLT_MIN = 1.1754943508222875e-38
+
 local function num(v, what, file)
   if math.type(v) == nil then
     fail("%s: %s must be a number, found %s", file, what, describe(v))
   end
   local x = v + 0.0
-  if x ~= x or x == math.huge or x == -math.huge then
-    fail("%s: %s must be finite, found %s", file, what, describe(v))
+  if x ~= x or math.abs(x) > FLT_MAX then
+    fail("%s: %s must be a finite fp32 value, found %s", file, what, describe(v))
   end
   return x
 end
 
-local function rope_scaling(v, what, file)
-  if is_null(v) then return false end
+local function rope_scaling(v, what, file, repo)
   if type(v) ~= "table" or getmetatable(v) ~= json.object_mt then
     fail("%s: %s must be an object or null, found %s", file, what, describe(v))
   end
   local kind = v.rope_type
-  if kind == nil then kind = v.type end
-  if kind == nil or kind == "default" then return false end
+  if kind == nil or is_null(kind) then kind = v.type end
+  if kind == nil or is_null(kind) then
+    -- rope_parameters always exists in 5.x and holds rope_theta; rope_scaling must say what it scales
+    if what == "rope_scaling" then fail("%s: rope_scaling has no rope_type", file) end
+    return false
+  end
+  if kind == "default" then return false end
   if type(kind) ~= "string" then
     fail("%s: %s.rope_type must be a string, found %s", file, what, describe(kind))
   end
   if kind ~= "llama3" then
-    E.raise("unsupported", "%s: %s type '%s' is not supported (supported: llama3)", file, what,
-      kind:gsub("[^%w_.-]", "?"))
+    E.raise("unsupported", "%s: %s type '%s' is not supported (%s: %s; supported: llama3)", repo, what,
+      (kind:sub(1, 40):gsub("[^%w_.-]", "?")), file, what)
   end
   local s = { type = "llama3" }
   for _, k in ipairs({ "factor", "low_freq_factor", "high_freq_factor" }) do
@@ -140,7 +169,7 @@ local function rope_scaling(v, what, file)
 end
 
 local readers = {
-  int = int,
+  int = function(v, what, file) return int(v, what, file) end,
   float = num,
   bool = function(v, what, file)
     if type(v) ~= "boolean" then
@@ -149,11 +178,9 @@ local readers = {
     return v
   end,
   token = function(v, what, file)
-    if is_null(v) then return -1 end
     return int(v, what, file, 0)
   end,
   tokens = function(v, what, file)
-    if is_null(v) then return {} end
     if math.type(v) then return { int(v, what, file, 0) } end
     if type(v) ~= "table" or getmetatable(v) ~= json.array_mt then
       fail("%s: %s must be an integer or a list of integers, found %s",
@@ -167,7 +194,6 @@ local readers = {
     return ids
   end,
   dtype = function(v, what, file)
-    if is_null(v) then return "none" end
     if type(v) ~= "string" or not dtypes[v] then
       fail("%s: %s must be one of bfloat16, float16, float32, found %s", file, what,
         type(v) == "string" and ("'" .. v:gsub("[^%w_.-]", "?") .. "'") or describe(v))
@@ -178,12 +204,11 @@ local readers = {
 }
 
 -- Extract the Config from a decoded config.json. `file` names it in errors.
-function M.extract(cfg, file)
+function M.extract(cfg, file, repo)
   local c = {}
   for _, f in ipairs(fields) do
-    local v, key = lookup(cfg, f)
-    if v == nil or (is_null(v) and f.type ~= "token" and f.type ~= "tokens"
-          and f.type ~= "rope_scaling" and f.type ~= "dtype") then
+    local v, key, was_null = lookup(cfg, f, file)
+    if v == nil then
       if f.default ~= nil then
         c[f.name] = f.default
       elseif f.default_from then
@@ -191,11 +216,10 @@ function M.extract(cfg, file)
       elseif f.derive then
         c[f.name] = assert(load("return " .. f.derive, "=derive", "t", c))()
       else
-        fail("%s: required key '%s' is %s", file, key,
-          v == nil and "missing" or "null")
+        fail("%s: required key '%s' is %s", file, key, was_null and "null" or "missing")
       end
     else
-      c[f.name] = readers[f.type](v, key, file)
+      c[f.name] = readers[f.type](v, key, file, repo)
     end
   end
   -- consistency the shapes rely on
@@ -210,11 +234,11 @@ function M.extract(cfg, file)
   if c.head_dim % 2 ~= 0 then
     fail("%s: head_dim must be even for RoPE, found %d", file, c.head_dim)
   end
-  if c.rms_norm_eps <= 0 then
-    fail("%s: rms_norm_eps must be positive, found %s", file, describe(c.rms_norm_eps))
-  end
-  if c.rope_base <= 0 then
-    fail("%s: rope_theta must be positive, found %s", file, describe(c.rope_base))
+  -- both are used in fp32 (RMSNorm, RoPE)
+  for _, k in ipairs({ { "rms_norm_eps", "rms_norm_eps" }, { "rope_base", "rope_theta" } }) do
+    if c[k[1]] < FLT_MIN then
+      fail("%s: %s must be a positive normal fp32 value, found %s", file, k[2], describe(c[k[1]]))
+    end
   end
   return c
 end

@@ -41,16 +41,15 @@ M.out_of_scope = {
   { key = "is_encoder_decoder", why = "encoder-decoder models are out of scope",
     when = function(c) return c.is_encoder_decoder == true end },
   { key = "kv_lora_rank", why = "multi-head latent attention (MLA) is out of scope",
-    when = function(c) return set(c.kv_lora_rank) or set(c.q_lora_rank) end },
+    when = function(c) return set(c.kv_lora_rank) end },
+  { key = "q_lora_rank", why = "multi-head latent attention (MLA) is out of scope",
+    when = function(c) return set(c.q_lora_rank) end },
   { key = "num_local_experts", why = "mixture-of-experts models are out of scope",
     when = positive("num_local_experts") },
   { key = "n_routed_experts", why = "mixture-of-experts models are out of scope",
     when = positive("n_routed_experts") },
   { key = "num_experts", why = "mixture-of-experts models are out of scope",
     when = positive("num_experts") },
-  -- Qwen2 configs carry a numeric sliding_window with use_sliding_window: false; that is no window
-  { key = "sliding_window", why = "sliding-window attention is out of scope",
-    when = function(c) return set(c.sliding_window) and c.use_sliding_window ~= false end },
   { key = "layer_types", why = "sliding-window attention is out of scope",
     when = function(c)
       if type(c.layer_types) ~= "table" then return false end
@@ -64,6 +63,21 @@ local function tensor(field, hf, shape, doc, extra)
   for k, v in pairs(extra or {}) do t[k] = v end
   return t
 end
+
+-- Sliding-window attention, two ways: Llama and Mistral apply any sliding_window
+-- that is set; Qwen2 and Qwen3 configs carry a numeric sliding_window together
+-- with use_sliding_window, and only `true` turns the window on.
+local window_always = { key = "sliding_window", why = "sliding-window attention is out of scope",
+  when = function(c) return set(c.sliding_window) end }
+local window_if_used = { key = "sliding_window", why = "sliding-window attention is out of scope",
+  when = function(c) return set(c.sliding_window) and c.use_sliding_window == true end }
+
+local attention_bias = { key = "attention_bias", why = "biased attention projections are not in the Llama layout",
+  when = function(c) return c.attention_bias == true end }
+local mlp_bias = { key = "mlp_bias", why = "biased MLP projections are not in the Llama layout",
+  when = function(c) return c.mlp_bias == true end }
+local not_silu = { key = "hidden_act", why = "only SiLU-gated MLPs (SwiGLU) are in scope",
+  when = function(c) return set(c.hidden_act) and c.hidden_act ~= "silu" end }
 
 local q_out = "n_heads * head_dim"
 local kv_out = "n_kv_heads * head_dim"
@@ -97,14 +111,7 @@ local llama = {
   -- old checkpoints saved the RoPE buffer; it is recomputed from Config
   ignore = { "model.layers.{L}.self_attn.rotary_emb.inv_freq" },
   implies = { qkv_bias = false, qk_norm = false },
-  reject = {
-    { key = "attention_bias", why = "biased attention projections are not in the Llama layout",
-      when = function(c) return c.attention_bias == true end },
-    { key = "mlp_bias", why = "biased MLP projections are not in the Llama layout",
-      when = function(c) return c.mlp_bias == true end },
-    { key = "hidden_act", why = "only SiLU-gated MLPs (SwiGLU) are in scope",
-      when = function(c) return set(c.hidden_act) and c.hidden_act ~= "silu" end },
-  },
+  reject = { attention_bias, mlp_bias, not_silu, window_always },
 }
 
 -- A family that is Llama plus `delta`: extra layer tensors (each placed
@@ -138,7 +145,7 @@ M.by_arch = {
         { after = "wv" }),
     },
     implies = { qkv_bias = true },
-    reject = { llama.reject[3] }, -- Qwen2's bias is implied, not configured
+    reject = { not_silu, window_if_used }, -- Qwen2's bias is implied, not configured
   }),
   Qwen3ForCausalLM = extends(llama, {
     layer_add = {
@@ -148,6 +155,7 @@ M.by_arch = {
         "per-head RMSNorm on k, before RoPE", { after = "wv" }),
     },
     implies = { qk_norm = true },
+    reject = { attention_bias, mlp_bias, not_silu, window_if_used },
   }),
 }
 

@@ -22,6 +22,7 @@ local tmpl = require("tmpl")
 local M = {}
 
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
+local RESERVED = { gm = true, st = true, bf16 = true }
 
 -- The C identifier of a repo: its name lower-cased, every run of other
 -- characters turned into '_' (Qwen/Qwen2-1.5B -> qwen2_1_5b).
@@ -29,6 +30,7 @@ function M.model_id(repo)
   local name = repo:match("[^/]*$"):lower():gsub("[^a-z0-9]+", "_"):gsub("^_+", ""):gsub("_+$", "")
   if name == "" then E.raise("format", "repo id '%s' gives no usable C identifier; pass --name", repo) end
   if name:match("^%d") then name = "m" .. name end
+  if RESERVED[name] then name = name .. "_model" end -- the runtime's prefixes (gm_model_id_valid)
   return name
 end
 
@@ -121,11 +123,11 @@ local function tensor_table(snap, index)
 end
 
 -- Check one expected tensor; returns its description for the templates.
-local function expect(spec, hf, where, cfg, consumed)
+local function expect(spec, hf, where, listing, cfg, consumed)
   local shape = eval_shape(spec.shape, cfg)
   local t = where[hf]
   if not t then
-    E.raise("missing", "%s: tensor '%s' is missing (%s, %s)", cfg._source, hf, spec.doc, shape_str(shape))
+    E.raise("missing", "%s: tensor '%s' is missing (%s, %s)", listing, hf, spec.doc, shape_str(shape))
   end
   consumed[hf] = true
   if #t.shape ~= #shape then
@@ -144,7 +146,8 @@ end
 
 -- Gate 1 from the headers alone: every tensor the family needs is there with
 -- its shape and a float dtype; every tensor present is consumed or ignored.
-local function check_tensors(family, cfg, where)
+-- `listing` names the file that lists the tensors, for messages.
+local function check_tensors(family, cfg, where, listing)
   local consumed = {}
   local ignore = {}
   for _, pat in ipairs(family.ignore) do
@@ -154,12 +157,12 @@ local function check_tensors(family, cfg, where)
     if spec.tied and cfg.tie_word_embeddings then
       ignore[spec.hf] = true -- a tied model needs no lm_head.weight; some ship one anyway
     else
-      expect(spec, spec.hf, where, cfg, consumed)
+      expect(spec, spec.hf, where, listing, cfg, consumed)
     end
   end
   for l = 0, cfg.n_layers - 1 do
     for _, spec in ipairs(family.layer) do
-      expect(spec, (spec.hf:gsub("{L}", tostring(l))), where, cfg, consumed)
+      expect(spec, (spec.hf:gsub("{L}", tostring(l))), where, listing, cfg, consumed)
     end
   end
   local extra = {}
@@ -215,8 +218,9 @@ local rope_types = { llama3 = "GM_ROPE_LLAMA3" }
 -- C declaration and initializer of each Config field.
 local function config_fields(cfg)
   local out = {}
-  local function add(decl, init, doc, name)
-    out[#out + 1] = { decl = decl, init = init, doc = doc, name = name or decl:match("([%w_]+)[;%[]") }
+  local function add(decl, init, doc, shown)
+    out[#out + 1] = { decl = decl, init = init, doc = doc, name = decl:match("([%w_]+)[;%[]"),
+      shown = shown or init }
   end
   for _, f in ipairs(config.fields) do
     local v = cfg[f.name]
@@ -225,24 +229,28 @@ local function config_fields(cfg)
     if f.type == "int" or f.type == "token" then
       add("int " .. f.name .. ";", tostring(v), doc)
     elseif f.type == "float" then
-      add("double " .. f.name .. ";", c_double(v), doc)
+      add("double " .. f.name .. ";", c_double(v), doc, config.describe(v))
     elseif f.type == "bool" then
       add("bool " .. f.name .. ";", tostring(v), doc)
     elseif f.type == "dtype" then
-      add("gm_dtype " .. f.name .. ";", config.dtypes[v] or "GM_DTYPE_NONE", doc)
+      add("gm_dtype " .. f.name .. ";", config.dtypes[v] or "GM_DTYPE_NONE", doc, v)
     elseif f.type == "rope_scaling" then
-      local init = "{ .type = GM_ROPE_DEFAULT }"
+      local init, shown = "{ .type = GM_ROPE_DEFAULT }", "none"
       if v then
         init = string.format("{ .type = %s, .factor = %s, .low_freq_factor = %s, .high_freq_factor = %s, "
           .. ".original_max_position_embeddings = %d }", rope_types[v.type], c_double(v.factor),
           c_double(v.low_freq_factor), c_double(v.high_freq_factor), v.original_max_position_embeddings)
+        shown = string.format("%s: factor %s, low_freq_factor %s, high_freq_factor %s, "
+          .. "original_max_position_embeddings %d", v.type, config.describe(v.factor),
+          config.describe(v.low_freq_factor), config.describe(v.high_freq_factor), v.original_max_position_embeddings)
       end
-      add("gm_rope_scaling " .. f.name .. ";", init, doc)
+      add("gm_rope_scaling " .. f.name .. ";", init, doc, shown)
     elseif f.type == "tokens" then
       add("int n_" .. f.name .. ";", tostring(#v), "how many " .. f.name)
       local ids = {}
       for i, id in ipairs(v) do ids[i] = tostring(id) end
-      add("int " .. f.name .. "[GM_MAX_EOS];", "{ " .. (#ids > 0 and table.concat(ids, ", ") or "0") .. " }", doc)
+      add("int " .. f.name .. "[GM_MAX_EOS];", "{ " .. (#ids > 0 and table.concat(ids, ", ") or "0") .. " }", doc,
+        #ids > 0 and table.concat(ids, ", ") or "none")
     end
   end
   for _, k in ipairs({ "qkv_bias", "qk_norm" }) do
@@ -285,7 +293,7 @@ end
 function M.check_config(snap)
   local cfg_json = decode(snap.config, "config.json")
   local arch, family = gate(cfg_json, snap.repo)
-  local cfg = config.extract(cfg_json, "config.json")
+  local cfg = config.extract(cfg_json, "config.json", snap.repo)
   for k, v in pairs(family.implies) do cfg[k] = v end
   cfg._source = snap.repo
   return arch, family, cfg
@@ -297,7 +305,7 @@ function M.generate(snap, templates)
   local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
 
   local where = tensor_table(snap, index)
-  check_tensors(family, cfg, where)
+  check_tensors(family, cfg, where, index and "model.safetensors.index.json" or "model.safetensors")
 
   local id = snap.name or M.model_id(repo)
   local view = {

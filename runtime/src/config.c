@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,8 +226,9 @@ static int read_positive(const reader *r, node o, const char *prefix, const char
     if (!cJSON_IsNumber(v.json))
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a number, found %s", r->what, shown,
                        found(r, v, buf, sizeof buf));
-    if (!isfinite(v.json->valuedouble) || v.json->valuedouble <= 0)
-        return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a positive finite number, found %s",
+    /* used in fp32 (RoPE, RMSNorm): it must be a positive normal fp32 value there */
+    if (!isfinite(v.json->valuedouble) || v.json->valuedouble < FLT_MIN || v.json->valuedouble > FLT_MAX)
+        return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a positive normal fp32 value, found %s",
                        r->what, shown, lexeme(r, v, buf, sizeof buf));
     *out = v.json->valuedouble;
     return GM_OK;
@@ -475,8 +477,8 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
         goto out;
     }
 
-    v = member(&r, root, "tie_word_embeddings");
-    if (v.json != NULL && !cJSON_IsBool(v.json)) {
+    v = member(&r, root, "tie_word_embeddings"); /* null counts as absent: false */
+    if (v.json != NULL && !cJSON_IsNull(v.json) && !cJSON_IsBool(v.json)) {
         rc = gm_fail(st, GM_EFORMAT, "%s: tie_word_embeddings must be a boolean, found %s",
                      r.what, found(&r, v, buf, sizeof buf));
         goto out;

@@ -24,7 +24,8 @@ static float llama3_scale(float inv, const gm_rope_scaling *s)
         return inv / factor;
     if (wavelen < high_wl)
         return inv;
-    const float smooth = ((1.0f / wavelen) * n - lo) / (hi - lo);
+    // HF computes high_freq_factor - low_freq_factor on Python floats, then divides in fp32
+    const float smooth = ((1.0f / wavelen) * n - lo) / (float)(s->high_freq_factor - s->low_freq_factor);
     return ((1.0f - smooth) * inv) / factor + smooth * inv;
 }
 

@@ -8,6 +8,17 @@
 #include <stdio.h>
 #include <string.h>
 
+/*
+** A message is one line of text whatever it quotes: names taken from hostile
+** files may hold newlines or terminal escapes, so control bytes become '?'.
+*/
+static void one_line(char *msg)
+{
+    for (unsigned char *p = (unsigned char *)msg; *p; p++)
+        if (*p < 0x20 || *p == 0x7F)
+            *p = '?';
+}
+
 int gm_fail(gm_status *st, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -18,6 +29,7 @@ int gm_fail(gm_status *st, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(st->msg, sizeof st->msg, fmt, ap);
     va_end(ap);
+    one_line(st->msg);
     return code;
 }
 
@@ -42,6 +54,7 @@ void gm_prefix(gm_status *st, const char *fmt, ...)
     memcpy(joined + used, st->msg, old);
     joined[used + old] = '\0';
     memcpy(st->msg, joined, sizeof st->msg);
+    one_line(st->msg);
 }
 
 void gm_status_clear(gm_status *st)

@@ -8,6 +8,7 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/runner.h"
 #include "gm/status.h"
 #include "gm/weights.h"
 
@@ -94,6 +95,12 @@ void llama_3_2_1b_weights_free(llama_3_2_1b_Weights *w);
 */
 const gm_bf16 *llama_3_2_1b_weights_find(const llama_3_2_1b_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);
+
+/*
+** The runner's view of loaded weights: layers must hold LLAMA_3_2_1B_N_LAYERS
+** entries; m points into w and layers, which must outlive it.
+*/
+void llama_3_2_1b_runner_view(const llama_3_2_1b_Weights *w, rt_layer *layers, rt_model *m);
 
 /*
 ** The RoPE table, (seq_len, head_dim) bf16, freshly allocated in *table: per

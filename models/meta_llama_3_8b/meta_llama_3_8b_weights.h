@@ -8,6 +8,7 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/runner.h"
 #include "gm/status.h"
 #include "gm/weights.h"
 
@@ -94,6 +95,12 @@ void meta_llama_3_8b_weights_free(meta_llama_3_8b_Weights *w);
 */
 const gm_bf16 *meta_llama_3_8b_weights_find(const meta_llama_3_8b_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);
+
+/*
+** The runner's view of loaded weights: layers must hold META_LLAMA_3_8B_N_LAYERS
+** entries; m points into w and layers, which must outlive it.
+*/
+void meta_llama_3_8b_runner_view(const meta_llama_3_8b_Weights *w, rt_layer *layers, rt_model *m);
 
 /*
 ** The RoPE table, (seq_len, head_dim) bf16, freshly allocated in *table: per

@@ -112,6 +112,28 @@ const gm_bf16 *mistral_7b_v0_3_weights_find(const mistral_7b_v0_3_Weights *w, co
     return gm_weights_find(&lay, tensors, sizeof tensors / sizeof tensors[0], hf_name, spec);
 }
 
+void mistral_7b_v0_3_runner_view(const mistral_7b_v0_3_Weights *w, rt_layer *layers, rt_model *m)
+{
+    memset(m, 0, sizeof *m);
+    mistral_7b_v0_3_config_export(&w->config, &m->cfg);
+    m->tok_embd = w->tok_embd;
+    m->out_norm = w->out_norm;
+    m->lm_head = w->lm_head;
+    for (int i = 0; i < MISTRAL_7B_V0_3_N_LAYERS; i++) {
+        memset(&layers[i], 0, sizeof layers[i]);
+        layers[i].attn_norm = w->layers[i].attn_norm;
+        layers[i].wq = w->layers[i].wq;
+        layers[i].wk = w->layers[i].wk;
+        layers[i].wv = w->layers[i].wv;
+        layers[i].wo = w->layers[i].wo;
+        layers[i].ffn_norm = w->layers[i].ffn_norm;
+        layers[i].w_gate = w->layers[i].w_gate;
+        layers[i].w_up = w->layers[i].w_up;
+        layers[i].w_down = w->layers[i].w_down;
+    }
+    m->layers = layers;
+}
+
 int mistral_7b_v0_3_rope_table(gm_bf16 **table, int seq_len, gm_status *st)
 {
     const mistral_7b_v0_3_Config c = mistral_7b_v0_3_config_default();

@@ -8,6 +8,7 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/runner.h"
 #include "gm/status.h"
 #include "gm/weights.h"
 
@@ -94,6 +95,12 @@ void mistral_7b_v0_3_weights_free(mistral_7b_v0_3_Weights *w);
 */
 const gm_bf16 *mistral_7b_v0_3_weights_find(const mistral_7b_v0_3_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);
+
+/*
+** The runner's view of loaded weights: layers must hold MISTRAL_7B_V0_3_N_LAYERS
+** entries; m points into w and layers, which must outlive it.
+*/
+void mistral_7b_v0_3_runner_view(const mistral_7b_v0_3_Weights *w, rt_layer *layers, rt_model *m);
 
 /*
 ** The RoPE table, (seq_len, head_dim) bf16, freshly allocated in *table: per

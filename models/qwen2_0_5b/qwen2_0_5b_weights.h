@@ -8,6 +8,7 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/runner.h"
 #include "gm/status.h"
 #include "gm/weights.h"
 
@@ -97,6 +98,12 @@ void qwen2_0_5b_weights_free(qwen2_0_5b_Weights *w);
 */
 const gm_bf16 *qwen2_0_5b_weights_find(const qwen2_0_5b_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);
+
+/*
+** The runner's view of loaded weights: layers must hold QWEN2_0_5B_N_LAYERS
+** entries; m points into w and layers, which must outlive it.
+*/
+void qwen2_0_5b_runner_view(const qwen2_0_5b_Weights *w, rt_layer *layers, rt_model *m);
 
 /*
 ** The RoPE table, (seq_len, head_dim) bf16, freshly allocated in *table: per

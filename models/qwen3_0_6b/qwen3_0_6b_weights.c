@@ -114,6 +114,30 @@ const gm_bf16 *qwen3_0_6b_weights_find(const qwen3_0_6b_Weights *w, const char *
     return gm_weights_find(&lay, tensors, sizeof tensors / sizeof tensors[0], hf_name, spec);
 }
 
+void qwen3_0_6b_runner_view(const qwen3_0_6b_Weights *w, rt_layer *layers, rt_model *m)
+{
+    memset(m, 0, sizeof *m);
+    qwen3_0_6b_config_export(&w->config, &m->cfg);
+    m->tok_embd = w->tok_embd;
+    m->out_norm = w->out_norm;
+    m->lm_head = w->lm_head;
+    for (int i = 0; i < QWEN3_0_6B_N_LAYERS; i++) {
+        memset(&layers[i], 0, sizeof layers[i]);
+        layers[i].attn_norm = w->layers[i].attn_norm;
+        layers[i].wq = w->layers[i].wq;
+        layers[i].wk = w->layers[i].wk;
+        layers[i].wv = w->layers[i].wv;
+        layers[i].q_norm = w->layers[i].q_norm;
+        layers[i].k_norm = w->layers[i].k_norm;
+        layers[i].wo = w->layers[i].wo;
+        layers[i].ffn_norm = w->layers[i].ffn_norm;
+        layers[i].w_gate = w->layers[i].w_gate;
+        layers[i].w_up = w->layers[i].w_up;
+        layers[i].w_down = w->layers[i].w_down;
+    }
+    m->layers = layers;
+}
+
 int qwen3_0_6b_rope_table(gm_bf16 **table, int seq_len, gm_status *st)
 {
     const qwen3_0_6b_Config c = qwen3_0_6b_config_default();

@@ -10,6 +10,7 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/runner.h"
 #include "gm/status.h"
 #include "gm/weights.h"
 
@@ -23,6 +24,8 @@ typedef struct gm_model_entry {
     void (*free)(void *w);                                 /* <id>_weights_free */
     const gm_bf16 *(*find)(const void *w, const char *hf_name, const gm_tensor_spec **spec);
     int (*rope_table)(gm_bf16 **table, int seq_len, gm_status *st);
+    int n_layers;
+    void (*view)(const void *w, rt_layer *layers, rt_model *m);     /* <id>_runner_view */
 } gm_model_entry;
 
 /* Each table ends with an entry whose id is NULL. */

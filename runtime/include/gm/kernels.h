@@ -1,0 +1,40 @@
+/*
+** The matrix kernels of the runner: bf16 weights, f32 activations, f32
+** accumulation. Each output is one f32 sum (plus the bias) rounded once to
+** bf16 when asked, which is how Hugging Face's bf16 linears behave.
+** Work is split over the pool's threads by output columns. An AVX2/FMA
+** implementation is chosen at run time when the CPU has it; the portable one
+** uses the same cache blocking.
+*/
+#ifndef GM_KERNELS_H
+#define GM_KERNELS_H
+
+#include "gm/bf16.h"
+#include "gm/pool.h"
+
+/*
+** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major, as the
+** generated loader hands projections over. bias may be NULL. round: round
+** each output to bf16 (after adding the bias).
+*/
+void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
+               int T, int K, int N, int round);
+
+/*
+** Y[T][N] = X[T][K] @ W[N][K]^T: W's rows are the outputs, as the (vocab, emb)
+** lm_head and embedding table are stored.
+*/
+void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N,
+                  int round);
+
+/* "avx2+fma" or "portable": what the kernels above use. */
+const char *gm_kernels_name(void);
+
+/* Force the portable kernels (1) or let the CPU decide (0): for tests and benchmarks. */
+void gm_kernels_force_portable(int on);
+
+/* The plain reference: one dot product per output, no blocking, one thread. */
+void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
+                         int T, int K, int N, int round);
+
+#endif

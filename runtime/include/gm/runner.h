@@ -1,0 +1,77 @@
+/*
+** The baseline runner: a CPU forward pass of a Llama-family decoder that
+** agrees with Hugging Face transformers in bf16 (eager attention, fp32
+** accumulation): every operation rounds to bf16 where HF's does
+** (../shared/golden/README.md lists them). An f32 mode rounds nowhere and
+** agrees with HF run in fp32.
+**
+** The generated weights plug in through rt_model: a view of pointers that
+** each model's generated <id>_runner_view() fills. Nothing here knows a
+** model's types.
+*/
+#ifndef GM_RUNNER_H
+#define GM_RUNNER_H
+
+#include <stdint.h>
+
+#include "gm/bf16.h"
+#include "gm/config.h"
+#include "gm/status.h"
+
+/* One decoder layer's weights; projections (in, out) row-major. NULL: not in this family. */
+typedef struct rt_layer {
+    const gm_bf16 *attn_norm, *ffn_norm;      /* (emb) */
+    const gm_bf16 *wq, *wk, *wv, *wo;         /* (emb, nh*hd), (emb, nkv*hd) x2, (nh*hd, emb) */
+    const gm_bf16 *bq, *bk, *bv;              /* q/k/v bias (Qwen2) */
+    const gm_bf16 *q_norm, *k_norm;           /* per-head RMSNorm weights (Qwen3), (hd) */
+    const gm_bf16 *w_gate, *w_up, *w_down;    /* (emb, hidden) x2, (hidden, emb) */
+} rt_layer;
+
+typedef struct rt_model {
+    gm_config cfg;
+    const gm_bf16 *tok_embd;  /* (vocab, emb) */
+    const gm_bf16 *out_norm;  /* (emb) */
+    const gm_bf16 *lm_head;   /* (vocab, emb); the embedding table when tied */
+    const rt_layer *layers;   /* cfg.n_layers of them */
+} rt_model;
+
+typedef enum rt_precision { RT_BF16 = 0, RT_F32 = 1 } rt_precision;
+
+typedef struct rt_options {
+    rt_precision precision;
+    int diagnosis;  /* keep every layer's output, the final norm and all positions' logits */
+    int threads;    /* <= 0: gm_default_threads() */
+} rt_options;
+
+/*
+** What a prefill returns. Lite mode: logits [1][V] at the last position.
+** Diagnosis mode: logits [T][V], embed [T][H], layers [L][T][H] (each
+** decoder layer's output, the residual stream after its MLP add),
+** final_norm [T][H]. Values are f32 (bf16 values widened in RT_BF16).
+*/
+typedef struct rt_result {
+    int n_tokens, vocab, emb, n_layers;
+    int logit_rows;   /* 1 (lite) or n_tokens (diagnosis) */
+    float *logits;
+    int32_t top1;     /* argmax at the last position; ties go to the smaller id */
+    float *embed, *layers, *final_norm; /* NULL in lite mode */
+} rt_result;
+
+typedef struct rt_session rt_session;
+
+/* A session holds the scratch, the KV cache (for max_tokens positions) and the threads. */
+int rt_session_new(rt_session **s, const rt_model *m, const rt_options *o, int max_tokens, gm_status *st);
+void rt_session_free(rt_session *s);
+
+/* Run tokens[0..n) from position 0; the KV cache then holds them. */
+int rt_prefill(rt_session *s, const int32_t *tokens, int n, rt_result *r, gm_status *st);
+
+/* One more token at the next position, with the KV cache; r gets that position's logits. */
+int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st);
+
+void rt_result_free(rt_result *r);
+
+/* The k largest logits' ids, largest first, ties to the smaller id. */
+void rt_top_k(const float *logits, int n, int k, int32_t *ids);
+
+#endif

@@ -38,11 +38,23 @@ int32_t gm_tokenizer_vocab_size(const gm_tokenizer *t);           /* highest id 
 int gm_tokenizer_encode_mt(const gm_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                            int n_threads, int32_t **ids, size_t *n, gm_status *st);
 
+/* An added token (special or not). */
+int gm_tokenizer_is_added(const gm_tokenizer *t, int32_t id);
+
 /* The id of a token string (added tokens first, then the model vocab), or -1. */
 int32_t gm_tokenizer_token_id(const gm_tokenizer *t, const char *token);
 
 /* The token string of an id (not NUL-terminated; *len set), or NULL when the id has none. */
 const char *gm_tokenizer_token(const gm_tokenizer *t, int32_t id, size_t *len);
+
+/*
+** Emulate a quirk of tokenizers 0.23.2, the reference of ../shared/tokenizers:
+** when special tokens are not parsed, a matched `special: false` added token
+** gets the id at its position in the list of all added tokens with the
+** specials first (Qwen3's <think> comes out as <|vision_end|>, 151653). Off
+** by default, where such a token gets its own id. Call before sharing t.
+*/
+void gm_tokenizer_set_reference_quirks(gm_tokenizer *t, int on);
 
 /* tokenizer_config.json's eos_token / bos_token as ids, or -1 when absent or unknown. */
 int32_t gm_tokenizer_eos_id(const gm_tokenizer *t);

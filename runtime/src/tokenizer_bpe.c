@@ -1,0 +1,604 @@
+/*
+** Buffers, hash maps and the BPE model.
+**
+** BPE follows the reference's rules exactly: a word starts as one symbol per
+** character (per byte for byte-level vocabularies), a character missing from
+** the vocab becomes <0xNN> byte tokens when byte_fallback is on, else the unk
+** token (consecutive unknowns fused into one with fuse_unk), else nothing.
+** Then the adjacent pair with the lowest merge rank is merged, the leftmost
+** first on ties, until no pair has a merge. With ignore_merges a word that
+** is itself a vocab entry is that one token.
+*/
+#include "tokenizer_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ buffers */
+
+int tk_buf_reserve(tk_buf *b, size_t extra)
+{
+    if (extra > SIZE_MAX / 2 - b->n)
+        return -1;
+    if (b->n + extra <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->n + extra)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (p == NULL)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int tk_buf_put(tk_buf *b, const void *p, size_t n)
+{
+    if (tk_buf_reserve(b, n) != 0)
+        return -1;
+    if (n > 0)
+        memcpy(b->p + b->n, p, n);
+    b->n += n;
+    return 0;
+}
+
+static int ids_reserve(tk_ids *v, size_t extra)
+{
+    if (extra > SIZE_MAX / 8 - v->n)
+        return -1;
+    if (v->n + extra <= v->cap)
+        return 0;
+    size_t cap = v->cap ? v->cap : 64;
+    while (cap < v->n + extra)
+        cap *= 2;
+    int32_t *p = realloc(v->p, cap * sizeof *p);
+    if (p == NULL)
+        return -1;
+    v->p = p;
+    v->cap = cap;
+    return 0;
+}
+
+int tk_ids_push(tk_ids *v, int32_t id)
+{
+    if (v->n == v->cap && ids_reserve(v, 1) != 0)
+        return -1;
+    v->p[v->n++] = id;
+    return 0;
+}
+
+int tk_ids_put(tk_ids *v, const int32_t *ids, size_t n)
+{
+    if (ids_reserve(v, n) != 0)
+        return -1;
+    if (n > 0)
+        memcpy(v->p + v->n, ids, n * sizeof *ids);
+    v->n += n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- hash maps */
+
+uint32_t tk_hash(const void *key, size_t n)
+{
+    // 64-bit multiply-xorshift over 8-byte words; plenty for token strings
+    const unsigned char *p = key;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, n);
+        h = (h ^ w) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+    }
+    h *= 0xbf58476d1ce4e5b9ull;
+    return (uint32_t)(h >> 32);
+}
+
+static size_t pow2_for(size_t expected)
+{
+    size_t cap = 16;
+    while (cap < expected * 2)
+        cap *= 2;
+    return cap;
+}
+
+int tk_str_map_init(tk_str_map *m, size_t expected)
+{
+    m->cap = pow2_for(expected);
+    m->count = 0;
+    m->slots = malloc(m->cap * sizeof *m->slots);
+    if (m->slots == NULL)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        m->slots[i].len = UINT32_MAX;
+    return 0;
+}
+
+void tk_str_map_free(tk_str_map *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->count = 0;
+}
+
+int32_t tk_str_map_get(const tk_str_map *m, const char *arena, const char *key, size_t len)
+{
+    if (m->cap == 0)
+        return -1;
+    uint32_t h = tk_hash(key, len);
+    size_t mask = m->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const tk_str_slot *s = &m->slots[i];
+        if (s->len == UINT32_MAX)
+            return -1;
+        if (s->hash == h && s->len == len && memcmp(arena + s->off, key, len) == 0)
+            return s->id;
+    }
+}
+
+static void str_insert(tk_str_slot *slots, size_t cap, const tk_str_slot *e)
+{
+    size_t mask = cap - 1;
+    size_t i = e->hash & mask;
+    while (slots[i].len != UINT32_MAX)
+        i = (i + 1) & mask;
+    slots[i] = *e;
+}
+
+int tk_str_map_put(tk_str_map *m, const char *arena, uint32_t off, uint32_t len, int32_t id)
+{
+    uint32_t h = tk_hash(arena + off, len);
+    size_t mask = m->cap - 1;
+
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        tk_str_slot *s = &m->slots[i];
+        if (s->len == UINT32_MAX)
+            break;
+        if (s->hash == h && s->len == len && memcmp(arena + s->off, arena + off, len) == 0) {
+            s->id = id;
+            return 0;
+        }
+    }
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t cap = m->cap * 2;
+        tk_str_slot *slots = malloc(cap * sizeof *slots);
+        if (slots == NULL)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            slots[i].len = UINT32_MAX;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].len != UINT32_MAX)
+                str_insert(slots, cap, &m->slots[i]);
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
+    tk_str_slot e = {off, len, id, h};
+    str_insert(m->slots, m->cap, &e);
+    m->count++;
+    return 0;
+}
+
+int tk_pair_map_init(tk_pair_map *m, size_t expected)
+{
+    m->cap = pow2_for(expected);
+    m->count = 0;
+    m->slots = malloc(m->cap * sizeof *m->slots);
+    if (m->slots == NULL)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        m->slots[i].key = UINT64_MAX;
+    return 0;
+}
+
+void tk_pair_map_free(tk_pair_map *m)
+{
+    free(m->slots);
+    m->slots = NULL;
+    m->cap = m->count = 0;
+}
+
+static void pair_insert(tk_pair_slot *slots, size_t cap, const tk_pair_slot *e)
+{
+    size_t mask = cap - 1;
+    size_t i = (size_t)((e->key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (slots[i].key != UINT64_MAX) {
+        if (slots[i].key == e->key) {
+            slots[i] = *e;
+            return;
+        }
+        i = (i + 1) & mask;
+    }
+    slots[i] = *e;
+}
+
+void tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
+{
+    tk_pair_slot e = {((uint64_t)(uint32_t)a << 32) | (uint32_t)b, rank, id};
+
+    // the loader sizes the map for every merge of the file, so it never fills
+    if (tk_pair_map_get(m, a, b) == NULL)
+        m->count++;
+    pair_insert(m->slots, m->cap, &e);
+}
+
+/* ----------------------------------------------------------------- scratch */
+
+/* A per-call cache of word -> ids, so repeated words skip the merges. */
+typedef struct cache_slot {
+    uint32_t hash, key_off, key_len; /* key_len == UINT32_MAX: empty */
+    uint32_t ids_off, ids_n;
+} cache_slot;
+
+enum { CACHE_CAP = 1 << 15, CACHE_MAX_WORD = 64 };
+
+typedef struct heap_item {
+    uint32_t rank, pos;
+    int32_t id;
+} heap_item;
+
+typedef struct sym {
+    int32_t id;
+    int32_t prev, next;
+    int32_t alive;
+} sym;
+
+struct tk_scratch {
+    tk_ids ids;     /* the word's symbols */
+    uint32_t *ranks; int32_t *news; size_t rcap;
+    sym *syms; size_t scap;
+    heap_item *heap; size_t hn, hcap;
+    tk_buf key;     /* byte-level spelling of a word */
+    cache_slot *cache; size_t cache_count;
+    tk_buf cache_keys;
+    tk_ids cache_ids;
+};
+
+tk_scratch *tk_scratch_new(void)
+{
+    return calloc(1, sizeof(tk_scratch));
+}
+
+void tk_scratch_free(tk_scratch *s)
+{
+    if (s == NULL)
+        return;
+    free(s->ids.p);
+    free(s->ranks);
+    free(s->news);
+    free(s->syms);
+    free(s->heap);
+    free(s->key.p);
+    free(s->cache);
+    free(s->cache_keys.p);
+    free(s->cache_ids.p);
+    free(s);
+}
+
+static cache_slot *cache_find(tk_scratch *s, const char *w, size_t n, uint32_t h)
+{
+    size_t mask = CACHE_CAP - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        cache_slot *c = &s->cache[i];
+        if (c->key_len == UINT32_MAX)
+            return c;
+        if (c->hash == h && c->key_len == n && memcmp(s->cache_keys.p + c->key_off, w, n) == 0)
+            return c;
+    }
+}
+
+/* ------------------------------------------------------------ BPE: symbols */
+
+static int unknown_char(const gm_tokenizer *t, tk_scratch *s, const char *c, size_t clen, int32_t *unk_pending)
+{
+    if (t->byte_fallback) {
+        size_t i;
+        for (i = 0; i < clen; i++)
+            if (t->fallback_ids[(unsigned char)c[i]] < 0)
+                break;
+        if (i == clen) {
+            // as in the reference, a pending unk is not flushed before the byte tokens
+            for (i = 0; i < clen; i++)
+                if (tk_ids_push(&s->ids, t->fallback_ids[(unsigned char)c[i]]) != 0)
+                    return -1;
+            return 0;
+        }
+    }
+    if (t->unk_id >= 0) {
+        if (*unk_pending >= 0 && !t->fuse_unk)
+            if (tk_ids_push(&s->ids, *unk_pending) != 0)
+                return -1;
+        *unk_pending = t->unk_id;
+    }
+    return 0;
+}
+
+static int known_char(tk_scratch *s, int32_t id, int32_t *unk_pending)
+{
+    if (*unk_pending >= 0) {
+        if (tk_ids_push(&s->ids, *unk_pending) != 0)
+            return -1;
+        *unk_pending = -1;
+    }
+    return tk_ids_push(&s->ids, id);
+}
+
+static int initial_symbols(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n)
+{
+    int32_t unk = -1;
+
+    s->ids.n = 0;
+    if (t->byte_level) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char b = (unsigned char)w[i];
+            int32_t id = t->byte_ids[b];
+            if (id >= 0) {
+                if (known_char(s, id, &unk) != 0)
+                    return -1;
+            } else {
+                char u[2];
+                uint16_t cp = tk_byte_to_cp[b];
+                size_t ul = 1;
+                if (cp < 0x80)
+                    u[0] = (char)cp;
+                else {
+                    u[0] = (char)(0xC0 | (cp >> 6));
+                    u[1] = (char)(0x80 | (cp & 0x3F));
+                    ul = 2;
+                }
+                if (unknown_char(t, s, u, ul, &unk) != 0)
+                    return -1;
+            }
+        }
+    } else {
+        for (size_t i = 0; i < n;) {
+            size_t cl = (size_t)tk_utf8_len((unsigned char)w[i]);
+            if (cl == 0 || cl > n - i)
+                cl = 1; // the caller validated the text; stay safe anyway
+            int32_t id = tk_str_map_get(&t->vocab, t->arena.p, w + i, cl);
+            if (id >= 0) {
+                if (known_char(s, id, &unk) != 0)
+                    return -1;
+            } else if (unknown_char(t, s, w + i, cl, &unk) != 0) {
+                return -1;
+            }
+            i += cl;
+        }
+    }
+    if (unk >= 0 && tk_ids_push(&s->ids, unk) != 0)
+        return -1;
+    return 0;
+}
+
+/* -------------------------------------------------------------- BPE: merge */
+
+/* Short words: an array of symbols and the rank of each adjacent pair. */
+static int merge_small(const gm_tokenizer *t, tk_scratch *s)
+{
+    size_t m = s->ids.n;
+    int32_t *ids = s->ids.p;
+
+    if (m < 2)
+        return 0;
+    if (s->rcap < m) {
+        uint32_t *r = realloc(s->ranks, m * sizeof *r);
+        if (r == NULL)
+            return -1;
+        s->ranks = r;
+        int32_t *nw = realloc(s->news, m * sizeof *nw);
+        if (nw == NULL)
+            return -1;
+        s->news = nw;
+        s->rcap = m;
+    }
+    uint32_t *ranks = s->ranks;
+    int32_t *news = s->news;
+    for (size_t i = 0; i + 1 < m; i++) {
+        const tk_pair_slot *p = tk_pair_map_get(&t->merges, ids[i], ids[i + 1]);
+        ranks[i] = p ? p->rank : UINT32_MAX;
+        news[i] = p ? p->id : -1;
+    }
+    for (;;) {
+        size_t best = 0;
+        uint32_t r = UINT32_MAX;
+        for (size_t i = 0; i + 1 < m; i++)
+            if (ranks[i] < r) {
+                r = ranks[i];
+                best = i;
+            }
+        if (r == UINT32_MAX)
+            break;
+        ids[best] = news[best];
+        memmove(ids + best + 1, ids + best + 2, (m - best - 2) * sizeof *ids);
+        if (best + 2 < m) {
+            memmove(ranks + best + 1, ranks + best + 2, (m - best - 3) * sizeof *ranks);
+            memmove(news + best + 1, news + best + 2, (m - best - 3) * sizeof *news);
+        }
+        m--;
+        for (size_t k = best ? best - 1 : 0; k <= best && k + 1 < m; k++) {
+            const tk_pair_slot *p = tk_pair_map_get(&t->merges, ids[k], ids[k + 1]);
+            ranks[k] = p ? p->rank : UINT32_MAX;
+            news[k] = p ? p->id : -1;
+        }
+    }
+    s->ids.n = m;
+    return 0;
+}
+
+static int heap_less(const heap_item *a, const heap_item *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static int heap_push(tk_scratch *s, uint32_t rank, uint32_t pos, int32_t id)
+{
+    if (s->hn == s->hcap) {
+        size_t cap = s->hcap ? s->hcap * 2 : 256;
+        heap_item *h = realloc(s->heap, cap * sizeof *h);
+        if (h == NULL)
+            return -1;
+        s->heap = h;
+        s->hcap = cap;
+    }
+    size_t i = s->hn++;
+    heap_item it = {rank, pos, id};
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!heap_less(&it, &s->heap[parent]))
+            break;
+        s->heap[i] = s->heap[parent];
+        i = parent;
+    }
+    s->heap[i] = it;
+    return 0;
+}
+
+static heap_item heap_pop(tk_scratch *s)
+{
+    heap_item top = s->heap[0], last = s->heap[--s->hn];
+    size_t i = 0, n = s->hn;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && heap_less(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        if (!heap_less(&s->heap[c], &last))
+            break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        s->heap[i] = last;
+    return top;
+}
+
+/* Long words: a linked list of symbols and a min-heap of (rank, position). */
+static int merge_large(const gm_tokenizer *t, tk_scratch *s)
+{
+    size_t m = s->ids.n;
+
+    if (s->scap < m) {
+        sym *y = realloc(s->syms, m * sizeof *y);
+        if (y == NULL)
+            return -1;
+        s->syms = y;
+        s->scap = m;
+    }
+    sym *y = s->syms;
+    s->hn = 0;
+    for (size_t i = 0; i < m; i++) {
+        y[i].id = s->ids.p[i];
+        y[i].prev = (int32_t)i - 1;
+        y[i].next = i + 1 < m ? (int32_t)i + 1 : -1;
+        y[i].alive = 1;
+    }
+    for (size_t i = 0; i + 1 < m; i++) {
+        const tk_pair_slot *p = tk_pair_map_get(&t->merges, y[i].id, y[i + 1].id);
+        if (p != NULL && heap_push(s, p->rank, (uint32_t)i, p->id) != 0)
+            return -1;
+    }
+    while (s->hn > 0) {
+        heap_item top = heap_pop(s);
+        sym *a = &y[top.pos];
+        if (!a->alive || a->next < 0)
+            continue;
+        sym *b = &y[a->next];
+        const tk_pair_slot *p = tk_pair_map_get(&t->merges, a->id, b->id);
+        if (p == NULL || p->id != top.id || p->rank != top.rank)
+            continue; // stale
+        a->id = top.id;
+        b->alive = 0;
+        a->next = b->next;
+        if (b->next >= 0)
+            y[b->next].prev = (int32_t)top.pos;
+        if (a->prev >= 0) {
+            const tk_pair_slot *q = tk_pair_map_get(&t->merges, y[a->prev].id, a->id);
+            if (q != NULL && heap_push(s, q->rank, (uint32_t)a->prev, q->id) != 0)
+                return -1;
+        }
+        if (a->next >= 0) {
+            const tk_pair_slot *q = tk_pair_map_get(&t->merges, a->id, y[a->next].id);
+            if (q != NULL && heap_push(s, q->rank, top.pos, q->id) != 0)
+                return -1;
+        }
+    }
+    size_t k = 0;
+    for (int32_t i = 0; i >= 0 && (size_t)i < m; i = y[i].next)
+        s->ids.p[k++] = y[i].id;
+    s->ids.n = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------- BPE: a word */
+
+int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out)
+{
+    cache_slot *slot = NULL;
+    uint32_t h = 0;
+
+    if (n == 0)
+        return 0;
+    if (t->ignore_merges) {
+        const char *key = w;
+        size_t klen = n;
+        if (t->byte_level) {
+            s->key.n = 0;
+            if (tk_buf_reserve(&s->key, 2 * n) != 0)
+                return -1;
+            for (size_t i = 0; i < n; i++) {
+                uint16_t cp = tk_byte_to_cp[(unsigned char)w[i]];
+                if (cp < 0x80)
+                    s->key.p[s->key.n++] = (char)cp;
+                else {
+                    s->key.p[s->key.n++] = (char)(0xC0 | (cp >> 6));
+                    s->key.p[s->key.n++] = (char)(0x80 | (cp & 0x3F));
+                }
+            }
+            key = s->key.p;
+            klen = s->key.n;
+        }
+        int32_t id = tk_str_map_get(&t->vocab, t->arena.p, key, klen);
+        if (id >= 0)
+            return tk_ids_push(out, id);
+    }
+    if (n <= CACHE_MAX_WORD) {
+        if (s->cache == NULL) {
+            s->cache = malloc(CACHE_CAP * sizeof *s->cache);
+            if (s->cache == NULL)
+                return -1;
+            for (size_t i = 0; i < CACHE_CAP; i++)
+                s->cache[i].key_len = UINT32_MAX;
+        }
+        h = tk_hash(w, n);
+        slot = cache_find(s, w, n, h);
+        if (slot->key_len != UINT32_MAX)
+            return tk_ids_put(out, s->cache_ids.p + slot->ids_off, slot->ids_n);
+    }
+    if (initial_symbols(t, s, w, n) != 0)
+        return -1;
+    if ((s->ids.n <= 256 ? merge_small(t, s) : merge_large(t, s)) != 0)
+        return -1;
+    if (slot != NULL && s->cache_count < CACHE_CAP / 2 && s->cache_keys.n < UINT32_MAX / 2 &&
+        s->cache_ids.n < UINT32_MAX / 2) {
+        slot->hash = h;
+        slot->key_off = (uint32_t)s->cache_keys.n;
+        slot->ids_off = (uint32_t)s->cache_ids.n;
+        slot->ids_n = (uint32_t)s->ids.n;
+        if (tk_buf_put(&s->cache_keys, w, n) != 0 || tk_ids_put(&s->cache_ids, s->ids.p, s->ids.n) != 0)
+            return -1;
+        slot->key_len = (uint32_t)n;
+        s->cache_count++;
+    }
+    return tk_ids_put(out, s->ids.p, s->ids.n);
+}

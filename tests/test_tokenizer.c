@@ -1,0 +1,475 @@
+/*
+** gm_tokenizer (gm/tokenizer.h): every case of ../shared/tokenizers/<name>/goldens.json
+** for the six tokenizers there (ids, ids with special tokens added, ids with
+** special tokens not parsed, the three decodes), plus hand-made bad files.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+
+#include "gm/tokenizer.h"
+
+/* ------------------------------------------------------------------------ */
+/* helpers */
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *p;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p = malloc((size_t)n + 1);
+    if (p != NULL && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p != NULL) {
+        p[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return p;
+}
+
+static void write_all(const char *path, const char *s, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f != NULL, "cannot write %s", path);
+    cr_assert(fwrite(s, 1, n, f) == n);
+    fclose(f);
+}
+
+static unsigned char *from_hex(const char *hex, size_t *n)
+{
+    size_t len = strlen(hex) / 2;
+    unsigned char *p = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned v;
+        sscanf(hex + 2 * i, "%2x", &v);
+        p[i] = (unsigned char)v;
+    }
+    p[len] = 0;
+    *n = len;
+    return p;
+}
+
+/* Do ids equal the JSON array a? On a difference, describe it in msg. */
+static int same_ids(const int32_t *ids, size_t n, const cJSON *a, char *msg, size_t cap)
+{
+    size_t k = (size_t)cJSON_GetArraySize(a);
+    size_t i = 0;
+    const cJSON *e;
+
+    cJSON_ArrayForEach(e, a)
+    {
+        if (i >= n || ids[i] != (int32_t)e->valuedouble) {
+            snprintf(msg, cap, "at %zu: got %d, want %d (got %zu ids, want %zu)", i, i < n ? ids[i] : -1,
+                     (int)e->valuedouble, n, k);
+            return 0;
+        }
+        i++;
+    }
+    if (n != k) {
+        snprintf(msg, cap, "got %zu ids, want %zu", n, k);
+        return 0;
+    }
+    return 1;
+}
+
+static int32_t *json_ids(const cJSON *a, size_t *n)
+{
+    size_t k = (size_t)cJSON_GetArraySize(a), i = 0;
+    int32_t *p = malloc((k + 1) * sizeof *p);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) p[i++] = (int32_t)e->valuedouble;
+    *n = k;
+    return p;
+}
+
+static int check_decode(const gm_tokenizer *t, const cJSON *ids, int skip, const cJSON *want, char *msg, size_t cap)
+{
+    size_t n, len;
+    int32_t *v = json_ids(ids, &n);
+    char *text = NULL;
+    gm_status st = {0};
+    int ok;
+
+    if (gm_tokenizer_decode(t, v, n, skip, &text, &len, &st) != 0) {
+        snprintf(msg, cap, "decode failed: %s", st.msg);
+        free(v);
+        return 0;
+    }
+    ok = strlen(want->valuestring) == len && memcmp(want->valuestring, text, len) == 0;
+    if (!ok)
+        snprintf(msg, cap, "decoded '%.80s', want '%.80s'", text, want->valuestring);
+    free(text);
+    free(v);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* the goldens */
+
+/* Does text hold a special: false added token? */
+static int has_nonspecial_added(const gm_tokenizer *t, const char *text)
+{
+    for (int32_t id = 0; id < gm_tokenizer_vocab_size(t); id++) {
+        size_t len;
+        const char *s;
+        char tok[256];
+        if (!gm_tokenizer_is_added(t, id) || gm_tokenizer_is_special(t, id))
+            continue;
+        s = gm_tokenizer_token(t, id, &len);
+        if (s == NULL || len >= sizeof tok)
+            continue;
+        memcpy(tok, s, len);
+        tok[len] = 0;
+        if (strstr(text, tok) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+** quirks: emulate tokenizers 0.23.2 (gm_tokenizer_set_reference_quirks), and
+** every check must agree. Without: the token's own id for special: false
+** tokens when special tokens are not parsed, so ids_no_parse_special may
+** differ, but only where the text holds such a token.
+*/
+static void run_goldens(const char *name, int quirks)
+{
+    char path[1024], gpath[1024];
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    size_t glen;
+    int bad = 0, checks = 0;
+
+    snprintf(path, sizeof path, "%s/tokenizers/%s/tokenizer.json", GM_SHARED_DIR, name);
+    snprintf(gpath, sizeof gpath, "%s/tokenizers/%s/goldens.json", GM_SHARED_DIR, name);
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "load %s: %s", name, st.msg);
+    gm_tokenizer_set_reference_quirks(t, quirks);
+    char *gtext = read_all(gpath, &glen);
+    cr_assert(gtext != NULL, "cannot read %s", gpath);
+    cJSON *g = cJSON_ParseWithLength(gtext, glen);
+    cr_assert(g != NULL, "%s: malformed JSON", gpath);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(g, "cases"), *c;
+    cr_assert(cJSON_GetArraySize(cases) >= 93, "%s: %d cases", gpath, cJSON_GetArraySize(cases));
+
+    cJSON_ArrayForEach(c, cases)
+    {
+        const char *cname = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+        size_t n;
+        unsigned char *text = from_hex(cJSON_GetObjectItemCaseSensitive(c, "utf8_hex")->valuestring, &n);
+        static const struct {
+            const char *field;
+            int add_special, parse_special;
+        } enc[] = {{"ids", 0, 1}, {"ids_special", 1, 1}, {"ids_no_parse_special", 0, 0}};
+        static const struct {
+            const char *field, *ids;
+            int skip;
+        } dec[] = {{"decoded", "ids", 0}, {"decoded_special", "ids_special", 0}, {"decoded_skip_special", "ids_special", 1}};
+        char msg[512];
+
+        for (size_t k = 0; k < sizeof enc / sizeof *enc; k++) {
+            const cJSON *want = cJSON_GetObjectItemCaseSensitive(c, enc[k].field);
+            int32_t *ids = NULL;
+            size_t m = 0;
+            if (want == NULL)
+                continue;
+            if (!quirks && !enc[k].parse_special && has_nonspecial_added(t, (const char *)text)) {
+                // the reference's ids here are the quirk's, checked by the run with quirks
+                continue;
+            }
+            checks++;
+            if (gm_tokenizer_encode(t, (const char *)text, n, enc[k].add_special, enc[k].parse_special, &ids, &m, &st) != 0) {
+                fprintf(stderr, "%s/%s %s: encode failed: %s\n", name, cname, enc[k].field, st.msg);
+                bad++;
+            } else if (!same_ids(ids, m, want, msg, sizeof msg)) {
+                fprintf(stderr, "%s/%s %s: %s\n", name, cname, enc[k].field, msg);
+                bad++;
+            }
+            free(ids);
+        }
+        for (size_t k = 0; k < sizeof dec / sizeof *dec; k++) {
+            const cJSON *want = cJSON_GetObjectItemCaseSensitive(c, dec[k].field);
+            const cJSON *ids = cJSON_GetObjectItemCaseSensitive(c, dec[k].ids);
+            if (want == NULL || ids == NULL)
+                continue;
+            checks++;
+            if (!check_decode(t, ids, dec[k].skip, want, msg, sizeof msg)) {
+                fprintf(stderr, "%s/%s %s: %s\n", name, cname, dec[k].field, msg);
+                bad++;
+            }
+        }
+        free(text);
+    }
+    cr_assert(checks >= (quirks ? 93 * 6 : 93 * 5), "%s: only %d checks ran", name, checks);
+    cr_expect(bad == 0, "%s: %d of %d checks differ from the reference", name, bad, checks);
+    cJSON_Delete(g);
+    free(gtext);
+    gm_tokenizer_free(t);
+}
+
+Test(tokenizer, qwen3_matches_every_golden) { run_goldens("qwen3", 1); }
+Test(tokenizer, qwen2_5_matches_every_golden) { run_goldens("qwen2_5", 1); }
+Test(tokenizer, llama3_matches_every_golden) { run_goldens("llama3", 1); }
+Test(tokenizer, llama3_1_matches_every_golden) { run_goldens("llama3_1", 1); }
+Test(tokenizer, llama3_2_matches_every_golden) { run_goldens("llama3_2", 1); }
+Test(tokenizer, mistral7b_spm_matches_every_golden) { run_goldens("mistral7b_spm", 1); }
+Test(tokenizer, qwen3_matches_the_goldens_without_quirks) { run_goldens("qwen3", 0); }
+Test(tokenizer, llama3_1_matches_the_goldens_without_quirks) { run_goldens("llama3_1", 0); }
+
+Test(tokenizer, non_special_added_tokens_keep_their_ids_without_quirks)
+{
+    char path[1024];
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    int32_t *ids = NULL;
+    size_t n;
+    const char *text = "<think>x</think><|im_end|>";
+
+    snprintf(path, sizeof path, "%s/tokenizers/qwen3/tokenizer.json", GM_SHARED_DIR);
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    cr_assert(gm_tokenizer_encode(t, text, strlen(text), 0, 0, &ids, &n, &st) == 0, "%s", st.msg);
+    cr_assert(n > 3 && ids[0] == 151667 && ids[2] == 151668, "got %d %d", ids[0], n > 2 ? ids[2] : -1);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(ids[i] != 151645, "<|im_end|> was parsed");
+    free(ids);
+    gm_tokenizer_set_reference_quirks(t, 1);
+    cr_assert(gm_tokenizer_encode(t, text, strlen(text), 0, 0, &ids, &n, &st) == 0, "%s", st.msg);
+    cr_assert(ids[0] == 151653 && ids[2] == 151654, "got %d %d", ids[0], ids[2]);
+    free(ids);
+    gm_tokenizer_free(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* encode_mt gives encode's ids on a large mixed text */
+
+static char *mixed_text(const char *name, size_t min_len, size_t *len)
+{
+    char gpath[1024];
+    size_t glen, n = 0, cap = min_len + 65536;
+    char *out = malloc(cap);
+
+    snprintf(gpath, sizeof gpath, "%s/tokenizers/%s/goldens.json", GM_SHARED_DIR, name);
+    char *gtext = read_all(gpath, &glen);
+    cr_assert(gtext != NULL);
+    cJSON *g = cJSON_ParseWithLength(gtext, glen);
+    const cJSON *c;
+    while (n < min_len) {
+        cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(g, "cases"))
+        {
+            size_t k;
+            unsigned char *s = from_hex(cJSON_GetObjectItemCaseSensitive(c, "utf8_hex")->valuestring, &k);
+            if (n + k + 1 < cap) {
+                memcpy(out + n, s, k);
+                n += k;
+                out[n++] = '\n';
+            }
+            free(s);
+        }
+    }
+    cJSON_Delete(g);
+    free(gtext);
+    *len = n;
+    return out;
+}
+
+static void check_mt(const char *name)
+{
+    char path[1024];
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    size_t len, n1, n2;
+    int32_t *a = NULL, *b = NULL;
+
+    snprintf(path, sizeof path, "%s/tokenizers/%s/tokenizer.json", GM_SHARED_DIR, name);
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    char *text = mixed_text(name, 400000, &len);
+    cr_assert(gm_tokenizer_encode(t, text, len, 1, 1, &a, &n1, &st) == 0, "%s", st.msg);
+    cr_assert(gm_tokenizer_encode_mt(t, text, len, 1, 1, 2, &b, &n2, &st) == 0, "%s", st.msg);
+    cr_assert(n1 == n2, "%s: %zu ids single-threaded, %zu with 2 threads", name, n1, n2);
+    cr_assert(memcmp(a, b, n1 * sizeof *a) == 0, "%s: ids differ with 2 threads", name);
+    free(a);
+    free(b);
+    free(text);
+    gm_tokenizer_free(t);
+}
+
+Test(tokenizer, encode_mt_gives_the_same_ids_qwen3) { check_mt("qwen3"); }
+Test(tokenizer, encode_mt_gives_the_same_ids_llama3_1) { check_mt("llama3_1"); }
+Test(tokenizer, encode_mt_gives_the_same_ids_mistral) { check_mt("mistral7b_spm"); }
+
+/* ------------------------------------------------------------------------ */
+/* small hand-made files */
+
+static const char tiny[] =
+    "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 3, \"content\": \"<s>\", \"single_word\": false, \"lstrip\": false,"
+    " \"rstrip\": false, \"normalized\": false, \"special\": true}],"
+    " \"normalizer\": null, \"pre_tokenizer\": null,"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}},"
+    " {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [3],"
+    " \"tokens\": [\"<s>\"]}}}, \"decoder\": {\"type\": \"Fuse\"},"
+    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, \"fuse_unk\": false, \"byte_fallback\": false,"
+    " \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}}";
+
+static char *tiny_file(const char *content, size_t len)
+{
+    static char path[256];
+    char dir[] = "/tmp/gm_tok_XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    write_all(path, content, len);
+    return path;
+}
+
+static char *replace_once(const char *s, const char *from, const char *to)
+{
+    const char *at = strstr(s, from);
+    cr_assert(at != NULL, "fixture: '%s' not found", from);
+    size_t n = strlen(s) - strlen(from) + strlen(to);
+    char *out = malloc(n + 1);
+    size_t head = (size_t)(at - s);
+    memcpy(out, s, head);
+    strcpy(out + head, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+/* Loading content fails with code, and the one-line message names the file and holds want. */
+static void expect_load_error(const char *content, size_t len, int code, const char *want)
+{
+    char *path = tiny_file(content, len);
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    int rc = gm_tokenizer_load(&t, path, &st);
+    cr_assert(rc == code, "load gave %d (%s), want %d", rc, st.msg, code);
+    cr_assert(t == NULL);
+    cr_assert(strstr(st.msg, path) != NULL, "message does not name the file: %s", st.msg);
+    cr_assert(strstr(st.msg, want) != NULL, "message '%s' does not say '%s'", st.msg, want);
+    cr_assert(strchr(st.msg, '\n') == NULL);
+}
+
+Test(tokenizer, tiny_file_encodes_merges_and_bos)
+{
+    char *path = tiny_file(tiny, strlen(tiny));
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    int32_t *ids = NULL;
+    size_t n, len;
+    char *text = NULL;
+
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    cr_assert(gm_tokenizer_vocab_size(t) == 4);
+    cr_assert(gm_tokenizer_is_special(t, 3) && !gm_tokenizer_is_special(t, 2));
+    cr_assert(gm_tokenizer_encode(t, "ab<s>ba", 7, 1, 1, &ids, &n, &st) == 0, "%s", st.msg);
+    cr_assert(n == 5 && ids[0] == 3 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1 && ids[4] == 0);
+    cr_assert(gm_tokenizer_decode(t, ids, n, 1, &text, &len, &st) == 0);
+    cr_assert_str_eq(text, "abba");
+    free(ids);
+    free(text);
+    gm_tokenizer_free(t);
+}
+
+Test(tokenizer, rejects_invalid_utf8_text)
+{
+    char *path = tiny_file(tiny, strlen(tiny));
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    int32_t *ids = NULL;
+    size_t n;
+
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    cr_assert(gm_tokenizer_encode(t, "a\xC3(b", 4, 0, 1, &ids, &n, &st) == GM_EFORMAT);
+    cr_assert(strstr(st.msg, "invalid UTF-8 at byte 1") != NULL, "%s", st.msg);
+    gm_tokenizer_free(t);
+}
+
+Test(tokenizer, decode_replaces_invalid_utf8_like_the_reference)
+{
+    char path[1024];
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    char *text = NULL;
+    size_t len;
+    snprintf(path, sizeof path, "%s/tokenizers/qwen3/tokenizer.json", GM_SHARED_DIR);
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    // byte-level ids of 0xE4 0xBD (a cut 3-byte sequence), then 'a': one U+FFFD for the maximal subpart
+    int32_t ids[3];
+    ids[0] = gm_tokenizer_token_id(t, "\xC3\xA4"); // U+00E4 stands for byte 0xE4
+    ids[1] = gm_tokenizer_token_id(t, "\xC2\xBD"); // U+00BD stands for byte 0xBD
+    ids[2] = gm_tokenizer_token_id(t, "a");
+    cr_assert(ids[0] >= 0 && ids[1] >= 0 && ids[2] >= 0);
+    cr_assert(gm_tokenizer_decode(t, ids, 3, 0, &text, &len, &st) == 0);
+    cr_assert_str_eq(text, "\xEF\xBF\xBD" "a");
+    free(text);
+    gm_tokenizer_free(t);
+
+    // SentencePiece byte fallback: an invalid run of byte tokens gives one U+FFFD per byte
+    snprintf(path, sizeof path, "%s/tokenizers/mistral7b_spm/tokenizer.json", GM_SHARED_DIR);
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    int32_t b[3] = {0xE4 + 3, 0xBD + 3, gm_tokenizer_token_id(t, "a")};
+    cr_assert(gm_tokenizer_decode(t, b, 3, 0, &text, &len, &st) == 0);
+    cr_assert_str_eq(text, "\xEF\xBF\xBD\xEF\xBF\xBD" "a");
+    free(text);
+    gm_tokenizer_free(t);
+}
+
+Test(tokenizer, rejects_a_truncated_file)
+{
+    expect_load_error(tiny, strlen(tiny) / 2, GM_EFORMAT, "truncated");
+}
+
+Test(tokenizer, rejects_a_truncated_real_file)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/tokenizers/mistral7b_spm/tokenizer.json", GM_SHARED_DIR);
+    char *s = read_all(path, &len);
+    cr_assert(s != NULL);
+    expect_load_error(s, len - 1000, GM_EFORMAT, "truncated");
+    free(s);
+}
+
+Test(tokenizer, rejects_malformed_json)
+{
+    char *bad = replace_once(tiny, "\"ab\": 2}", "\"ab\": 2,}");
+    expect_load_error(bad, strlen(bad), GM_EFORMAT, "model.vocab");
+    free(bad);
+    bad = replace_once(tiny, "\"version\": \"1.0\",", "\"version\": \"1.0\"");
+    expect_load_error(bad, strlen(bad), GM_EFORMAT, "malformed JSON");
+    free(bad);
+}
+
+Test(tokenizer, rejects_an_unknown_model_type)
+{
+    char *bad = replace_once(tiny, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
+    expect_load_error(bad, strlen(bad), GM_EUNSUPPORTED, "model.type: 'WordPiece' is not supported");
+    free(bad);
+}
+
+Test(tokenizer, rejects_a_merge_naming_a_missing_token)
+{
+    char *bad = replace_once(tiny, "[\"a b\"]", "[\"a b\", \"b c\"]");
+    expect_load_error(bad, strlen(bad), GM_EFORMAT, "model.merges[1]: token 'c' is not in model.vocab");
+    free(bad);
+}
+
+Test(tokenizer, rejects_a_missing_file)
+{
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    cr_assert(gm_tokenizer_load(&t, "/nonexistent/tokenizer.json", &st) == GM_EIO);
+    cr_assert(strstr(st.msg, "/nonexistent/tokenizer.json") != NULL, "%s", st.msg);
+}

@@ -674,9 +674,17 @@ static const char *const model_keys[M_NKEYS] = {"type", "vocab", "merges", "unk_
                                                 "ignore_merges", "continuing_subword_prefix", "end_of_word_suffix",
                                                 "dropout"};
 
-/* Read the top-level keys of the object at p: each value's span, checked for duplicates. */
+/*
+** A hook may consume the value of key index k at vs itself: it returns 1 with
+** *after set past the value, 0 to let the value be skipped, or an error code.
+*/
+typedef int (*value_hook)(gm_tokenizer *t, size_t k, const char *base, const char *vs, const char *end,
+                          const char **after, gm_status *st);
+
+/* Read the keys of the object at p: each value's span, checked for duplicates. */
 static int scan_object(gm_tokenizer *t, const char *where, const char *base, const char *p, const char *end,
-                       const char *const *keys, span *spans, size_t nkeys, const char **after, gm_status *st)
+                       const char *const *keys, span *spans, size_t nkeys, value_hook hook, const char **after,
+                       gm_status *st)
 {
     const char *err = NULL;
     tk_buf key = {0};
@@ -704,15 +712,21 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
         }
         p = tk_json_ws(p + 1, end);
         const char *vs = p;
-        if (tk_json_skip(p, end, &p, &err) != 0) {
-            // name the value the error is in; inside "model", let its own scan say which key
-            if (where == NULL && key.n == 5 && memcmp(key.p, "model", 5) == 0) {
-                span dummy[M_NKEYS] = {0};
-                const char *a;
-                rc = scan_object(t, "model", base, vs, end, model_keys, dummy, M_NKEYS, &a, st);
-                if (rc != 0)
-                    goto out;
-            }
+        size_t k = nkeys;
+        for (size_t i = 0; i < nkeys; i++)
+            if (strlen(keys[i]) == key.n && memcmp(keys[i], key.p, key.n) == 0)
+                k = i;
+        if (k < nkeys && spans[k].p != NULL) {
+            rc = gm_fail(st, GM_EFORMAT, "%s: %s%sduplicate key '%s'", t->path, where ? where : "", where ? ": " : "",
+                         keys[k]);
+            goto out;
+        }
+        int h = k < nkeys && hook != NULL ? hook(t, k, base, vs, end, &p, st) : 0;
+        if (h < 0) {
+            rc = st->code;
+            goto out;
+        }
+        if (h == 0 && tk_json_skip(p, end, &p, &err) != 0) {
             if (tk_buf_put(&key, "", 1) != 0) {
                 rc = gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
                 goto out;
@@ -721,16 +735,10 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
                          where ? "." : "", key.p, err, (size_t)(p - base));
             goto out;
         }
-        for (size_t i = 0; i < nkeys; i++)
-            if (strlen(keys[i]) == key.n && memcmp(keys[i], key.p, key.n) == 0) {
-                if (spans[i].p != NULL) {
-                    rc = gm_fail(st, GM_EFORMAT, "%s: %s%sduplicate key '%s'", t->path, where ? where : "",
-                                 where ? ": " : "", keys[i]);
-                    goto out;
-                }
-                spans[i].p = vs;
-                spans[i].end = p;
-            }
+        if (k < nkeys) {
+            spans[k].p = vs;
+            spans[k].end = p;
+        }
         p = tk_json_ws(p, end);
         if (p < end && *p == ',') {
             p = tk_json_ws(p + 1, end);
@@ -758,15 +766,36 @@ static cJSON *parse_span(const span *s)
     return cJSON_ParseWithLength(s->p, (size_t)(s->end - s->p));
 }
 
-static int load_model(gm_tokenizer *t, const char *base, const span *m, gm_status *st)
+/* Inside "model": check the type early, read vocab (and merges after it) in place. */
+static int model_hook(gm_tokenizer *t, size_t k, const char *base, const char *vs, const char *end,
+                      const char **after, gm_status *st)
+{
+    (void)base;
+    if (k == M_TYPE) {
+        tk_buf ty = {0};
+        const char *err = NULL, *a;
+        int rc = 0;
+        if (tk_json_string(vs, end, &ty, &a, &err) == 0 && tk_buf_put(&ty, "", 1) == 0 && strcmp(ty.p, "BPE") != 0)
+            rc = gm_fail(st, GM_EUNSUPPORTED, "%s: model.type: '%.64s' is not supported (supported: BPE)", t->path,
+                         ty.p);
+        free(ty.p);
+        return rc != 0 ? -1 : 0; // the value is checked again, and skipped, by the caller
+    }
+    if (k == M_VOCAB)
+        return tk_load_vocab(t, vs, end, after, st) != 0 ? -1 : 1;
+    if (k == M_MERGES && t->vocab.slots != NULL)
+        return tk_load_merges(t, vs, end, after, st) != 0 ? -1 : 1;
+    return 0;
+}
+
+static int load_model(gm_tokenizer *t, const char *base, const char *p, const char *end, const char **after,
+                      gm_status *st)
 {
     span s[M_NKEYS] = {0};
     cJSON *small[M_NKEYS] = {0};
     int rc;
 
-    const char *after;
-
-    if ((rc = scan_object(t, "model", base, m->p, m->end, model_keys, s, M_NKEYS, &after, st)) != 0)
+    if ((rc = scan_object(t, "model", base, p, end, model_keys, s, M_NKEYS, model_hook, after, st)) != 0)
         return rc;
     for (int k = 0; k < M_NKEYS; k++)
         if (k != M_VOCAB && k != M_MERGES && s[k].p != NULL && (small[k] = parse_span(&s[k])) == NULL) {
@@ -811,10 +840,12 @@ static int load_model(gm_tokenizer *t, const char *base, const span *m, gm_statu
         else
             t->ignore_merges = v;
     }
-    if ((rc = tk_load_vocab(t, s[M_VOCAB].p, s[M_VOCAB].end, st)) != 0)
-        goto out;
-    if ((rc = tk_load_merges(t, s[M_MERGES].p, s[M_MERGES].end, st)) != 0)
-        goto out;
+    if (t->merges.slots == NULL) {
+        // merges came before vocab in the file
+        const char *a;
+        if ((rc = tk_load_merges(t, s[M_MERGES].p, s[M_MERGES].end, &a, st)) != 0)
+            goto out;
+    }
     t->unk_id = -1;
     if (small[M_UNK] != NULL && !cJSON_IsNull(small[M_UNK])) {
         if (!cJSON_IsString(small[M_UNK])) {
@@ -894,6 +925,14 @@ enum { K_MODEL, K_ADDED, K_NORM, K_PRE, K_POST, K_DEC, K_NKEYS };
 static const char *const top_keys[K_NKEYS] = {"model", "added_tokens", "normalizer", "pre_tokenizer",
                                               "post_processor", "decoder"};
 
+static int top_hook(gm_tokenizer *t, size_t k, const char *base, const char *vs, const char *end, const char **after,
+                    gm_status *st)
+{
+    if (k != K_MODEL)
+        return 0;
+    return load_model(t, base, vs, end, after, st) != 0 ? -1 : 1;
+}
+
 int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
 {
     gm_tokenizer *t = calloc(1, sizeof *t);
@@ -912,7 +951,7 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
     if ((rc = read_file(path, &buf, &len, st)) != 0)
         goto out;
     const char *after = NULL;
-    if ((rc = scan_object(t, NULL, buf, buf, buf + len, top_keys, s, K_NKEYS, &after, st)) != 0)
+    if ((rc = scan_object(t, NULL, buf, buf, buf + len, top_keys, s, K_NKEYS, top_hook, &after, st)) != 0)
         goto out;
     {
         // only whitespace may follow the top-level object
@@ -932,8 +971,6 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
             rc = gm_fail(st, GM_ENOMEM, "%s: %s: out of memory", path, top_keys[k]);
             goto out;
         }
-    if ((rc = load_model(t, buf, &s[K_MODEL], st)) != 0)
-        goto out;
     if ((rc = load_added(t, j[K_ADDED], st)) != 0)
         goto out;
     // id -> string: the vocab, then added tokens (which win, as in the reference's id_to_token)

@@ -107,7 +107,7 @@ uint32_t tk_hash(const void *key, size_t n)
 static size_t pow2_for(size_t expected)
 {
     size_t cap = 16;
-    while (cap < expected * 2)
+    while (cap < expected + expected / 2)
         cap *= 2;
     return cap;
 }
@@ -131,17 +131,26 @@ void tk_str_map_free(tk_str_map *m)
     m->cap = m->count = 0;
 }
 
+static uint64_t key_head(const char *key, size_t len)
+{
+    uint64_t h = 0;
+    memcpy(&h, key, len < 8 ? len : 8);
+    return h;
+}
+
 int32_t tk_str_map_get(const tk_str_map *m, const char *arena, const char *key, size_t len)
 {
     if (m->cap == 0)
         return -1;
     uint32_t h = tk_hash(key, len);
+    uint64_t head = key_head(key, len);
     size_t mask = m->cap - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         const tk_str_slot *s = &m->slots[i];
         if (s->len == UINT32_MAX)
             return -1;
-        if (s->hash == h && s->len == len && memcmp(arena + s->off, key, len) == 0)
+        if (s->hash == h && s->len == len && s->head == head &&
+            (len <= 8 || memcmp(arena + s->off + 8, key + 8, len - 8) == 0))
             return s->id;
     }
 }
@@ -169,7 +178,7 @@ int tk_str_map_put(tk_str_map *m, const char *arena, uint32_t off, uint32_t len,
             return 0;
         }
     }
-    if ((m->count + 1) * 2 > m->cap) {
+    if ((m->count + 1) * 3 > m->cap * 2) {
         size_t cap = m->cap * 2;
         tk_str_slot *slots = malloc(cap * sizeof *slots);
         if (slots == NULL)
@@ -183,7 +192,7 @@ int tk_str_map_put(tk_str_map *m, const char *arena, uint32_t off, uint32_t len,
         m->slots = slots;
         m->cap = cap;
     }
-    tk_str_slot e = {off, len, id, h};
+    tk_str_slot e = {off, len, id, h, key_head(arena + off, len)};
     str_insert(m->slots, m->cap, &e);
     m->count++;
     return 0;
@@ -222,14 +231,29 @@ static void pair_insert(tk_pair_slot *slots, size_t cap, const tk_pair_slot *e)
     slots[i] = *e;
 }
 
-void tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
+int tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
 {
     tk_pair_slot e = {((uint64_t)(uint32_t)a << 32) | (uint32_t)b, rank, id};
 
-    // the loader sizes the map for every merge of the file, so it never fills
+    if ((m->count + 1) * 3 > m->cap * 2) {
+        // keep the load under 2/3
+        size_t cap = m->cap * 2;
+        tk_pair_slot *slots = malloc(cap * sizeof *slots);
+        if (slots == NULL)
+            return -1;
+        for (size_t i = 0; i < cap; i++)
+            slots[i].key = UINT64_MAX;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->slots[i].key != UINT64_MAX)
+                pair_insert(slots, cap, &m->slots[i]);
+        free(m->slots);
+        m->slots = slots;
+        m->cap = cap;
+    }
     if (tk_pair_map_get(m, a, b) == NULL)
         m->count++;
     pair_insert(m->slots, m->cap, &e);
+    return 0;
 }
 
 /* ----------------------------------------------------------------- scratch */

@@ -45,6 +45,7 @@ typedef struct tk_str_slot {
     uint32_t off, len; /* len == UINT32_MAX: empty slot */
     int32_t id;
     uint32_t hash;
+    uint64_t head; /* the key's first 8 bytes, zero-padded: short keys compare without the arena */
 } tk_str_slot;
 
 typedef struct tk_str_map {
@@ -74,8 +75,8 @@ typedef struct tk_pair_map {
 
 int tk_pair_map_init(tk_pair_map *m, size_t expected);
 void tk_pair_map_free(tk_pair_map *m);
-/* Insert or overwrite (a later duplicate merge wins, as in the reference). */
-void tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
+/* Insert or overwrite (a later duplicate merge wins, as in the reference); grows. Returns 0 or -1. */
+int tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
 
 static inline const tk_pair_slot *tk_pair_map_get(const tk_pair_map *m, int32_t a, int32_t b)
 {
@@ -190,8 +191,8 @@ struct gm_tokenizer {
 int tk_json_skip(const char *p, const char *end, const char **after, const char **err);
 int tk_json_string(const char *p, const char *end, tk_buf *out, const char **after, const char **err);
 const char *tk_json_ws(const char *p, const char *end);
-int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, gm_status *st);
-int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, gm_status *st);
+int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st);
+int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st);
 
 /* tokenizer_bpe.c: append the ids of one pre-token (already normalized). */
 typedef struct tk_scratch tk_scratch;

@@ -10,6 +10,8 @@
 */
 #include "tokenizer_internal.h"
 
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,39 +315,63 @@ static int fail_at(gm_tokenizer *t, const char *where, const char *base, const c
     return gm_fail(st, GM_EFORMAT, "%s: %s: %s at byte %zu", t->path, where, err, (size_t)(p - base));
 }
 
-/* Parse the object at p into t->vocab; ids are recorded in t->id_off/len later. */
-int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, gm_status *st)
+/*
+** Parse the object at p into t->vocab (keys into the arena); *after is set
+** past it. Entries are collected first so the map is sized once, exactly.
+*/
+int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st)
 {
     const char *base = p, *err = NULL;
-    int ok;
+    uint32_t *e = NULL; /* (off, len, id) triples */
+    size_t n = 0, cap = 0;
+    int ok, rc = 0;
 
-    // entries take at least ~12 bytes each in practice, which sizes the map
-    if (tk_str_map_init(&t->vocab, (size_t)(end - p) / 12 + 16) != 0)
-        return gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
     p = tk_json_ws(p, end);
-    if (p >= end || *p != '{')
-        return fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
+    if (p >= end || *p != '{') {
+        rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
+        goto out;
+    }
     p = tk_json_ws(p + 1, end);
-    if (p < end && *p == '}')
-        return 0;
+    if (p < end && *p == '}') {
+        p++;
+        goto build;
+    }
     for (;;) {
         size_t off = t->arena.n;
         uint32_t id;
-        if (tk_json_string(p, end, &t->arena, &p, &err) != 0)
-            return fail_at(t, "model.vocab", base, p, err, st);
+        if (tk_json_string(p, end, &t->arena, &p, &err) != 0) {
+            rc = fail_at(t, "model.vocab", base, p, err, st);
+            goto out;
+        }
         p = tk_json_ws(p, end);
-        if (p >= end || *p != ':')
-            return fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ':'", st);
+        if (p >= end || *p != ':') {
+            rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ':'", st);
+            goto out;
+        }
         p = tk_json_ws(p + 1, end);
         id = parse_index(p, end, &p, &ok);
-        if (!ok)
-            return fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id",
-                           st);
-        if (t->arena.n - off > UINT32_MAX / 2 || t->arena.n > UINT32_MAX / 2)
-            return gm_fail(st, GM_EFORMAT, "%s: model.vocab: too large", t->path);
-        // a duplicate key overwrites the earlier entry (the last one wins, as in a HashMap)
-        if (tk_str_map_put(&t->vocab, t->arena.p, (uint32_t)off, (uint32_t)(t->arena.n - off), (int32_t)id) != 0)
-            return gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+        if (!ok) {
+            rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id", st);
+            goto out;
+        }
+        if (t->arena.n > UINT32_MAX / 2) {
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.vocab: too large", t->path);
+            goto out;
+        }
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 1024;
+            uint32_t *ne = realloc(e, nc * 3 * sizeof *ne);
+            if (ne == NULL) {
+                rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+                goto out;
+            }
+            e = ne;
+            cap = nc;
+        }
+        e[3 * n] = (uint32_t)off;
+        e[3 * n + 1] = (uint32_t)(t->arena.n - off);
+        e[3 * n + 2] = id;
+        n++;
         if ((int32_t)id + 1 > t->n_ids)
             t->n_ids = (int32_t)id + 1;
         p = tk_json_ws(p, end);
@@ -353,91 +379,177 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, gm_status *st
             p = tk_json_ws(p + 1, end);
             continue;
         }
-        if (p < end && *p == '}')
+        if (p < end && *p == '}') {
+            p++;
             break;
-        return fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ',' or '}'", st);
+        }
+        rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ',' or '}'", st);
+        goto out;
     }
-    return 0;
+build:
+    if (tk_str_map_init(&t->vocab, n) != 0) {
+        rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+        goto out;
+    }
+    // a duplicate key overwrites the earlier entry (the last one wins, as in a HashMap)
+    for (size_t i = 0; i < n; i++)
+        if (tk_str_map_put(&t->vocab, t->arena.p, e[3 * i], e[3 * i + 1], (int32_t)e[3 * i + 2]) != 0) {
+            rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+            goto out;
+        }
+    *after = p;
+out:
+    free(e);
+    return rc;
 }
 
 /* ------------------------------------------------------------ model.merges */
 
-static int merge_token(gm_tokenizer *t, const char *s, size_t n, size_t index, int32_t *id, gm_status *st)
-{
-    *id = tk_str_map_get(&t->vocab, t->arena.p, s, n);
-    if (*id < 0)
-        return gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: token '%.*s' is not in model.vocab", t->path, index,
-                       (int)(n > 64 ? 64 : n), s);
-    return 0;
-}
-
 /*
-** One merge: both tokens and their concatenation must be vocab entries (the
-** reference reports MergeTokenOutOfVocabulary otherwise). The rank is the index.
+** Merges are read in three steps: parse the array into a list of strings
+** (sequential), resolve each pair's three vocab ids (on two threads: the
+** lookups are cache misses in a large table, most of the load time), then
+** insert them in order (a later duplicate wins, as in the reference).
 */
-static int add_merge(gm_tokenizer *t, tk_buf *tmp, size_t split, size_t index, gm_status *st)
-{
-    int32_t a, b, ab;
+typedef struct merge_list {
+    tk_buf text;    /* "ab" spellings back to back */
+    uint32_t *e;    /* per merge: text offset, split, length */
+    int32_t *ids;   /* per merge: a, b, ab */
+    size_t n, cap;
+} merge_list;
 
-    if (merge_token(t, tmp->p, split, index, &a, st) != 0 ||
-        merge_token(t, tmp->p + split, tmp->n - split, index, &b, st) != 0 ||
-        merge_token(t, tmp->p, tmp->n, index, &ab, st) != 0)
-        return st->code;
-    tk_pair_map_put(&t->merges, a, b, (uint32_t)index, ab);
+typedef struct resolve_job {
+    const gm_tokenizer *t;
+    const merge_list *m;
+    size_t from, to;
+    size_t bad;      /* first failing index, or SIZE_MAX */
+    int bad_part;    /* 0 left, 1 right, 2 both */
+} resolve_job;
+
+static void *resolve(void *arg)
+{
+    resolve_job *j = arg;
+    const gm_tokenizer *t = j->t;
+    const merge_list *m = j->m;
+
+    j->bad = SIZE_MAX;
+    for (size_t i = j->from; i < j->to; i++) {
+        const char *s = m->text.p + m->e[3 * i];
+        size_t split = m->e[3 * i + 1], len = m->e[3 * i + 2];
+        int32_t *ids = m->ids + 3 * i;
+        ids[0] = tk_str_map_get(&t->vocab, t->arena.p, s, split);
+        ids[1] = tk_str_map_get(&t->vocab, t->arena.p, s + split, len - split);
+        ids[2] = tk_str_map_get(&t->vocab, t->arena.p, s, len);
+        if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
+            j->bad = i;
+            j->bad_part = ids[0] < 0 ? 0 : ids[1] < 0 ? 1 : 2;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static int list_add(merge_list *m, size_t off, size_t split, size_t len)
+{
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4096;
+        uint32_t *e = realloc(m->e, cap * 3 * sizeof *e);
+        if (e == NULL)
+            return -1;
+        m->e = e;
+        m->cap = cap;
+    }
+    m->e[3 * m->n] = (uint32_t)off;
+    m->e[3 * m->n + 1] = (uint32_t)split;
+    m->e[3 * m->n + 2] = (uint32_t)len;
+    m->n++;
     return 0;
 }
 
-int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, gm_status *st)
+static int resolve_all(gm_tokenizer *t, merge_list *m, gm_status *st)
+{
+    resolve_job j[2] = {{t, m, 0, m->n / 2, 0, 0}, {t, m, m->n / 2, m->n, 0, 0}};
+    pthread_t tid;
+    int threaded;
+
+    m->ids = malloc((m->n ? m->n : 1) * 3 * sizeof *m->ids);
+    if (m->ids == NULL)
+        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+    threaded = m->n >= 4096 && pthread_create(&tid, NULL, resolve, &j[1]) == 0;
+    resolve(&j[0]);
+    if (threaded)
+        pthread_join(tid, NULL);
+    else
+        resolve(&j[1]);
+    for (int k = 0; k < 2; k++)
+        if (j[k].bad != SIZE_MAX) {
+            size_t i = j[k].bad;
+            const char *s = m->text.p + m->e[3 * i];
+            size_t split = m->e[3 * i + 1], len = m->e[3 * i + 2];
+            const char *tok = j[k].bad_part == 1 ? s + split : s;
+            size_t tlen = j[k].bad_part == 0 ? split : j[k].bad_part == 1 ? len - split : len;
+            return gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: token '%.*s' is not in model.vocab", t->path, i,
+                           (int)(tlen > 64 ? 64 : tlen), tok);
+        }
+    if (tk_pair_map_init(&t->merges, m->n) != 0)
+        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+    for (size_t i = 0; i < m->n; i++)
+        if (tk_pair_map_put(&t->merges, m->ids[3 * i], m->ids[3 * i + 1], (uint32_t)i, m->ids[3 * i + 2]) != 0)
+            return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+    return 0;
+}
+
+int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st)
 {
     const char *base = p, *err = NULL;
-    tk_buf tmp = {0};
+    merge_list m = {0};
+    tk_buf *tmp = &m.text;
     size_t index = 0;
     int rc = 0;
 
-    if (tk_pair_map_init(&t->merges, (size_t)(end - p) / 10 + 16) != 0) {
-        rc = gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
-        goto out;
-    }
     p = tk_json_ws(p, end);
     if (p >= end || *p != '[') {
         rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected an array", st);
         goto out;
     }
     p = tk_json_ws(p + 1, end);
-    if (p < end && *p == ']')
-        goto out;
+    if (p < end && *p == ']') {
+        p++;
+        goto done;
+    }
     for (;; index++) {
-        size_t split;
-        tmp.n = 0;
+        size_t split, start = tmp->n;
         if (p < end && *p == '"') {
             // "a b": no vocab entry holds a space, so the one space splits it exactly
-            if (tk_json_string(p, end, &tmp, &p, &err) != 0) {
+            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
-            char *sp = memchr(tmp.p, ' ', tmp.n);
-            if (sp == NULL || memchr(sp + 1, ' ', tmp.n - (size_t)(sp + 1 - tmp.p)) != NULL) {
+            char *q = tmp->p + start;
+            size_t qn = tmp->n - start;
+            char *sp = memchr(q, ' ', qn);
+            if (sp == NULL || memchr(sp + 1, ' ', qn - (size_t)(sp + 1 - q)) != NULL) {
                 rc = gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: expected \"left right\" with one space, found '%.*s'",
-                             t->path, index, (int)(tmp.n > 64 ? 64 : tmp.n), tmp.p ? tmp.p : "");
+                             t->path, index, (int)(qn > 64 ? 64 : qn), q);
                 goto out;
             }
-            split = (size_t)(sp - tmp.p);
-            memmove(sp, sp + 1, tmp.n - split - 1);
-            tmp.n--;
+            split = (size_t)(sp - q);
+            memmove(sp, sp + 1, qn - split - 1);
+            tmp->n--;
         } else if (p < end && *p == '[') {
             p = tk_json_ws(p + 1, end);
-            if (tk_json_string(p, end, &tmp, &p, &err) != 0) {
+            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
-            split = tmp.n;
+            split = tmp->n - start;
             p = tk_json_ws(p, end);
             if (p >= end || *p != ',') {
                 rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
                 goto out;
             }
             p = tk_json_ws(p + 1, end);
-            if (tk_json_string(p, end, &tmp, &p, &err) != 0) {
+            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
@@ -451,12 +563,12 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, gm_status *s
             rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected \"a b\" or [\"a\", \"b\"]", st);
             goto out;
         }
-        if (index >= UINT32_MAX - 1) {
-            rc = gm_fail(st, GM_EFORMAT, "%s: model.merges: too many merges", t->path);
+        if (index >= UINT32_MAX - 1 || tmp->n > UINT32_MAX / 2) {
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.merges: too large", t->path);
             goto out;
         }
-        if (add_merge(t, &tmp, split, index, st) != 0) {
-            rc = st->code;
+        if (list_add(&m, start, split, tmp->n - start) != 0) {
+            rc = gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
             goto out;
         }
         p = tk_json_ws(p, end);
@@ -464,12 +576,20 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, gm_status *s
             p = tk_json_ws(p + 1, end);
             continue;
         }
-        if (p < end && *p == ']')
+        if (p < end && *p == ']') {
+            p++;
             break;
+        }
         rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected ',' or ']'", st);
         goto out;
     }
+done:
+    if ((rc = resolve_all(t, &m, st)) != 0)
+        goto out;
+    *after = p;
 out:
-    free(tmp.p);
+    free(m.text.p);
+    free(m.e);
+    free(m.ids);
     return rc;
 }

@@ -1,0 +1,169 @@
+/*
+** gen-model tokenize: one line to compare ids with Python's tokenizers:
+**   printf 'Hello' | gen-model tokenize tokenizer.json
+**   python3 -c 'import sys,tokenizers as t; print(*t.Tokenizer.from_file("tokenizer.json").encode(sys.stdin.read()).ids)'
+*/
+#include "tokenize_cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm/status.h"
+#include "gm/tokenizer.h"
+
+static const char usage[] =
+    "usage: gen-model tokenize TOKENIZER_JSON [--no-special] [--no-parse-special] [--decode]\n"
+    "  reads text on stdin and prints its ids separated by spaces\n"
+    "  --no-special        do not apply the post-processor (no BOS); with --decode, drop special tokens\n"
+    "  --no-parse-special  special tokens written in the text are encoded as text\n"
+    "  --decode            read ids on stdin and print the text\n";
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+
+static char *read_stdin(size_t *len)
+{
+    size_t n = 0, cap = 1 << 16;
+    char *p = malloc(cap + 1);
+
+    while (p != NULL) {
+        size_t k = fread(p + n, 1, cap - n, stdin);
+        n += k;
+        if (k == 0)
+            break;
+        if (n == cap) {
+            char *q = realloc(p, cap * 2 + 1);
+            if (q == NULL) {
+                free(p);
+                return NULL;
+            }
+            p = q;
+            cap *= 2;
+        }
+    }
+    if (p == NULL || ferror(stdin)) {
+        free(p);
+        return NULL;
+    }
+    p[n] = 0;
+    *len = n;
+    return p;
+}
+
+static int encode(const gm_tokenizer *t, int add_special, int parse_special, gm_status *st)
+{
+    size_t len, n = 0;
+    int32_t *ids = NULL;
+    char *text = read_stdin(&len);
+    int rc = 0;
+
+    if (text == NULL) {
+        rc = gm_fail(st, GM_EIO, "stdin: cannot read: %s", strerror(errno));
+        goto out;
+    }
+    if ((rc = gm_tokenizer_encode_mt(t, text, len, add_special, parse_special, 2, &ids, &n, st)) != 0) {
+        gm_prefix(st, "stdin");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        printf(i ? " %d" : "%d", (int)ids[i]);
+    printf("\n");
+out:
+    free(ids);
+    free(text);
+    return rc;
+}
+
+static int decode(const gm_tokenizer *t, int skip_special, gm_status *st)
+{
+    size_t len, n = 0, cap = 0, out_len;
+    int32_t *ids = NULL;
+    char *text = read_stdin(&len), *p, *out = NULL;
+    int rc = 0;
+
+    if (text == NULL) {
+        rc = gm_fail(st, GM_EIO, "stdin: cannot read: %s", strerror(errno));
+        goto out;
+    }
+    for (p = text; *p;) {
+        if (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '[' || *p == ']') {
+            p++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno != 0 || v < 0 || v >= gm_tokenizer_vocab_size(t)) {
+            rc = gm_fail(st, GM_EFORMAT, "stdin: expected token ids below %d, found '%.20s'",
+                         (int)gm_tokenizer_vocab_size(t), p);
+            goto out;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            int32_t *q = realloc(ids, cap * sizeof *q);
+            if (q == NULL) {
+                rc = gm_fail(st, GM_ENOMEM, "stdin: out of memory");
+                goto out;
+            }
+            ids = q;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    if ((rc = gm_tokenizer_decode(t, ids, n, skip_special, &out, &out_len, st)) != 0)
+        goto out;
+    fwrite(out, 1, out_len, stdout);
+    printf("\n");
+out:
+    free(out);
+    free(ids);
+    free(text);
+    return rc;
+}
+
+int gm_tokenize_main(int argc, char **argv)
+{
+    const char *path = NULL;
+    int no_special = 0, no_parse = 0, do_decode = 0, rc;
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--no-special") == 0)
+            no_special = 1;
+        else if (strcmp(argv[i], "--no-parse-special") == 0)
+            no_parse = 1;
+        else if (strcmp(argv[i], "--decode") == 0)
+            do_decode = 1;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return EXIT_OK;
+        } else if (argv[i][0] == '-' && argv[i][1] != 0) {
+            fprintf(stderr, "gen-model: tokenize: unknown option '%s'\n%s", argv[i], usage);
+            return EXIT_USAGE;
+        } else if (path == NULL)
+            path = argv[i];
+        else {
+            fprintf(stderr, "gen-model: tokenize: one TOKENIZER_JSON expected, found also '%s'\n%s", argv[i], usage);
+            return EXIT_USAGE;
+        }
+    }
+    if (path == NULL) {
+        fprintf(stderr, "gen-model: tokenize: missing TOKENIZER_JSON\n%s", usage);
+        return EXIT_USAGE;
+    }
+    if (gm_tokenizer_load(&t, path, &st) != 0) {
+        fprintf(stderr, "gen-model: %s\n", st.msg);
+        return EXIT_INPUT;
+    }
+    rc = do_decode ? decode(t, no_special, &st) : encode(t, !no_special, !no_parse, &st);
+    if (rc != 0)
+        fprintf(stderr, "gen-model: %s\n", st.msg);
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "gen-model: stdout: %s\n", strerror(errno));
+        rc = GM_EIO;
+    }
+    gm_tokenizer_free(t);
+    return rc == 0 ? EXIT_OK : EXIT_INPUT;
+}

@@ -182,6 +182,44 @@ static void check_f32(loaded *ld, const char *input)
     gm_npy_free(&layers);
 }
 
+/* Greedy decode with the KV cache: HF's 16 tokens, and each step's logits as close as the prefill's. */
+static void check_decode(loaded *ld, const char *input)
+{
+    const char *id = ld->e->id;
+    gm_npy tok = golden(id, input, NULL, "tokens.npy");
+    gm_npy want = golden(id, input, "bf16_fp32acc", "decode_tokens.npy");
+    gm_npy lg = golden(id, input, "bf16_fp32acc", "decode_logits.npy");
+    const int T = (int)tok.count, steps = (int)want.count, V = (int)lg.shape[1];
+    rt_options o = {RT_BF16, 0, 0};
+    rt_session *s = NULL;
+    rt_result r;
+    gm_status st = {0};
+    cr_assert_eq(rt_session_new(&s, &ld->m, &o, T + steps, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_prefill(s, tok.data, T, &r, &st), 0, "%s", st.msg);
+    double worst = 1.0;
+    size_t same = 0;
+    for (int i = 0; i < steps; i++) {
+        const float *g = (const float *)lg.data + (long)i * V;
+        const double c = cosine(r.logits, g, (size_t)V);
+        worst = c < worst ? c : worst;
+        for (int v = 0; v < V; v++)
+            same += r.logits[v] == g[v];
+        cr_expect_geq(c, 0.999, "%s/%s step %d: logits cos %.6f", id, input, i, c);
+        cr_assert_eq(r.top1, ((int32_t *)want.data)[i], "%s/%s step %d: token %d, HF %d", id, input, i, r.top1,
+                     ((int32_t *)want.data)[i]);
+        const int32_t next = r.top1;
+        rt_result_free(&r);
+        if (i + 1 < steps)
+            cr_assert_eq(rt_decode_step(s, next, &r, &st), 0, "%s", st.msg);
+    }
+    fprintf(stderr, "%-22s %-6s decode: %d tokens equal, min step cos %.7f, bit-exact logits %5.1f%%\n", id, input,
+            steps, worst, 100.0 * (double)same / ((double)steps * V));
+    rt_session_free(s);
+    gm_npy_free(&tok);
+    gm_npy_free(&want);
+    gm_npy_free(&lg);
+}
+
 static void each_golden(void (*check)(loaded *, const char *))
 {
     int models = 0;
@@ -206,6 +244,11 @@ Test(runner, agrees_with_hf_bf16_on_every_golden_model_and_input, .timeout = 120
 Test(runner, agrees_with_hf_fp32_in_f32_mode, .timeout = 120)
 {
     each_golden(check_f32);
+}
+
+Test(runner, greedy_decode_with_the_kv_cache_gives_hf_tokens, .timeout = 120)
+{
+    each_golden(check_decode);
 }
 
 Test(runner, the_portable_kernels_agree_with_hf_too, .timeout = 120)

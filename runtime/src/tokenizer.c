@@ -164,7 +164,7 @@ static int load_normalizer(gm_tokenizer *t, const cJSON *o, const char *where, i
             return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
     } else if (strcmp(ty, "Replace") == 0) {
         const char *pat = NULL, *with = NULL;
-        int is_regex;
+        int is_regex = 0;
         n.kind = TK_NORM_REPLACE;
         if (get_pattern(t, o, where, &pat, &is_regex, st) != 0 || get_string(t, o, "content", where, &with, st) != 0)
             return st->code;
@@ -247,7 +247,7 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
         return 0;
     }
     if (strcmp(ty, "ByteLevel") == 0) {
-        int use_regex, prefix;
+        int use_regex = 1, prefix = 0;
         if (get_bool(t, o, "use_regex", where, 1, &use_regex, st) != 0 ||
             get_bool(t, o, "add_prefix_space", where, 1, &prefix, st) != 0)
             return st->code;
@@ -266,7 +266,7 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
     }
     if (strcmp(ty, "Split") == 0) {
         const char *pat = NULL, *beh = NULL;
-        int is_regex, invert;
+        int is_regex = 0, invert = 0;
         tk_buf lit = {0};
         if (get_pattern(t, o, where, &pat, &is_regex, st) != 0 || get_string(t, o, "behavior", where, &beh, st) != 0 ||
             get_bool(t, o, "invert", where, 0, &invert, st) != 0)
@@ -317,10 +317,10 @@ static int put_ids(gm_tokenizer *t, int32_t **v, size_t *n, const int32_t *ids, 
     int32_t *p = realloc(*v, (*n + k + 1) * sizeof *p);
     if (p == NULL)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
-    if (front) {
+    if (k > 0 && front) {
         memmove(p + k, p, *n * sizeof *p);
         memcpy(p, ids, k * sizeof *p);
-    } else {
+    } else if (k > 0) {
         memcpy(p + *n, ids, k * sizeof *p);
     }
     *v = p;
@@ -423,7 +423,7 @@ static int load_post_processor(gm_tokenizer *t, const cJSON *o, const char *wher
         return rc;
     }
     if (strcmp(ty, "BertProcessing") == 0 || strcmp(ty, "RobertaProcessing") == 0) {
-        int32_t cls, sep;
+        int32_t cls = 0, sep = 0;
         if (pair_id(t, o, "cls", where, &cls, st) != 0 || pair_id(t, o, "sep", where, &sep, st) != 0)
             return st->code;
         if (put_ids(t, &t->pp_before, &t->n_before, &cls, 1, 1, st) != 0)
@@ -477,7 +477,7 @@ static int load_decoder(gm_tokenizer *t, const cJSON *o, const char *where, int 
         d.kind = TK_DEC_FUSE;
     else if (strcmp(ty, "Replace") == 0) {
         const char *pat = NULL, *with = NULL;
-        int is_regex;
+        int is_regex = 0;
         d.kind = TK_DEC_REPLACE;
         if (get_pattern(t, o, where, &pat, &is_regex, st) != 0 || get_string(t, o, "content", where, &with, st) != 0)
             return st->code;
@@ -535,7 +535,7 @@ static int load_added(gm_tokenizer *t, const cJSON *list, gm_status *st)
         tk_added *a = &t->added[i];
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
-        int special, lstrip, rstrip, single, normalized;
+        int special = 0, lstrip = 0, rstrip = 0, single = 0, normalized = 0;
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= INT32_MAX ||
@@ -1076,6 +1076,14 @@ void gm_tokenizer_free(gm_tokenizer *t)
 void gm_tokenizer_set_reference_quirks(gm_tokenizer *t, int on)
 {
     t->quirks = on != 0;
+}
+
+size_t gm_tokenizer_memory(const gm_tokenizer *t)
+{
+    size_t n = sizeof *t + t->arena.cap + (size_t)t->n_ids * (2 * sizeof(uint32_t) + 1);
+    n += t->vocab.cap * sizeof(tk_str_slot) + t->added_map.cap * sizeof(tk_str_slot);
+    n += t->merges.cap * sizeof(tk_pair_slot) + t->n_added * (sizeof(tk_added) + 2 * sizeof(uint32_t));
+    return n;
 }
 
 int gm_tokenizer_is_added(const gm_tokenizer *t, int32_t id)

@@ -38,6 +38,9 @@ int32_t gm_tokenizer_vocab_size(const gm_tokenizer *t);           /* highest id 
 int gm_tokenizer_encode_mt(const gm_tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                            int n_threads, int32_t **ids, size_t *n, gm_status *st);
 
+/* Bytes of memory the loaded tokenizer holds (tables, strings, maps). */
+size_t gm_tokenizer_memory(const gm_tokenizer *t);
+
 /* An added token (special or not). */
 int gm_tokenizer_is_added(const gm_tokenizer *t, int32_t id);
 

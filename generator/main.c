@@ -14,6 +14,7 @@
 #include "gm/status.h"
 #include "hub.h"
 #include "lua_host.h"
+#include "tokenize_cmd.h"
 #include "output.h"
 #include "snapshot.h"
 
@@ -30,6 +31,7 @@ enum {
 static const char usage[] =
     "usage: gen-model SOURCE [--revision REV] [--out DIR] [--name ID] [--repo ORG/NAME] [--templates DIR] [--verbose]\n"
     "       gen-model download ORG/NAME [--revision REV]\n"
+    "       gen-model tokenize TOKENIZER_JSON [--no-special] [--no-parse-special] [--decode]\n"
     "\n"
     "Scaffold models/<id>/ for a Hugging Face decoder LLM: <id>_weights.[ch] (Config,\n"
     "LayerWeights, loader, RoPE table), <id>_cpu_helpers.[ch], TODO.md,\n"
@@ -42,6 +44,8 @@ static const char usage[] =
     "            may be only its header (<file>.head), as in models/<id>/snapshot/\n"
     "download    fetch the full safetensors files into the cache (resumable, sha256\n"
     "            verified), for the Phase 0 gates; prints the snapshot folder\n"
+    "tokenize    text on stdin to ids on stdout with the model's tokenizer.json, as the\n"
+    "            Hugging Face tokenizers library gives them (--decode: ids to text)\n"
     "\n"
     "options:\n"
     "  -o, --out DIR        write DIR/<id>/ (default: models)\n"
@@ -117,6 +121,8 @@ int main(int argc, char **argv)
         {0, 0, 0, 0}};
     const char *out_dir = "models", *repo = NULL, *revision = "main";
     gm_gen_options opt = {0};
+    if (argc > 1 && strcmp(argv[1], "tokenize") == 0)
+        return gm_tokenize_main(argc - 1, argv + 1);
     int c, is_download = argc > 1 && strcmp(argv[1], "download") == 0;
     if (is_download) {
         argv++;

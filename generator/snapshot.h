@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gm/io.h"
 #include "gm/status.h"
 
 typedef struct gm_shard {
@@ -65,13 +66,5 @@ int gm_repo_id_valid(const char *repo);
 ** runtime owns (gm, st, bf16), whose symbols and header guards it would clash with.
 */
 int gm_model_id_valid(const char *id);
-
-/* Read a whole small file (at most max bytes) into a NUL-terminated buffer. */
-int gm_read_file(const char *path, size_t max, char **data, size_t *len,
-                 gm_status *st);
-
-/* Write data to path via path.tmp, fsync and rename. */
-int gm_write_file(const char *path, const void *data, size_t len,
-                  gm_status *st);
 
 #endif

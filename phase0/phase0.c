@@ -1,0 +1,615 @@
+/*
+** phase0: the three Phase 0 gates on a model's real weights.
+**   gate 1  weights loadable: the generated loader loads every tensor with its shape
+**   gate 2  baseline runnable: the canonical prompt through the bf16 runner gives
+**           finite, non-degenerate logits and a sane top-1
+**   gate 3  config consistent: <id>_config_default() equals config.json
+** A short report (or --json), dumps for numpy (--dump), and the verdict
+** recorded in models/<id>/docs/development_progress/progress.md and TODO.md.
+*/
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "embedded.h"
+#include "gm/config.h"
+#include "gm/npy.h"
+#include "gm/pool.h"
+#include "gm/registry.h"
+#include "gm/runner.h"
+#include "gm/tokenizer.h"
+#include "record.h"
+
+extern const gm_embedded_file gm_prompts[]; /* prompts/base.txt, prompts/instruct.txt */
+
+#ifndef GM_PHASE0_MODELS
+#define GM_PHASE0_MODELS gm_models
+#endif
+#ifndef GM_PHASE0_MODELS_DIR
+#define GM_PHASE0_MODELS_DIR "models"
+#endif
+
+enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
+
+static const char usage[] =
+    "usage: phase0 ID --weights DIR [--prompt TEXT | --tokens 1,2,3] [--instruct] [--json]\n"
+    "              [--dump DIR] [--threads N] [--models DIR] [--no-record]\n"
+    "\n"
+    "Run Phase 0's three gates for model ID (a folder under models/) on its real weights:\n"
+    "  1 weights loadable   every tensor of every layer loads with its shape\n"
+    "  2 baseline runnable  the canonical prompt gives finite, non-degenerate logits and a sane top-1\n"
+    "  3 config consistent  the generated Config equals DIR/config.json\n"
+    "\n"
+    "  --weights DIR   a model folder (config.json, safetensors, tokenizer.json) or a Hugging Face\n"
+    "                  cache snapshot, as `gen-model download` prints\n"
+    "  --prompt TEXT   instead of the canonical prompt (\"The capital of France is\"; with\n"
+    "                  --instruct, or an Instruct/Chat repo, the first instruct prompt)\n"
+    "  --tokens LIST   token ids instead of a prompt (no tokenizer needed)\n"
+    "  --json          the report as JSON on stdout\n"
+    "  --dump DIR      logits.npy [T,V], embed.npy [T,H], layers.npy [L,T,H], final_norm.npy [T,H],\n"
+    "                  tokens.npy [T], report.json, for numpy.load\n"
+    "  --threads N     threads for the runner (default: GM_THREADS, else every core)\n"
+    "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
+    "  --no-record     leave progress.md and TODO.md alone\n"
+    "\n"
+    "exit status: 0 all gates pass; 1 a gate failed; 2 usage; 4 file system error\n";
+
+typedef struct gate {
+    const char *name;
+    int ran, pass;
+    char detail[512];
+    const char *cause, *where; /* from Phase 0's failure table */
+} gate;
+
+typedef struct run {
+    const gm_model_entry *e;
+    const char *weights, *prompt;
+    char prompt_buf[1024];
+    int32_t *tokens;
+    int n_tokens;
+    gm_tokenizer *tok;
+    gate g[3];
+    int32_t top5[5];
+    float top5_logit[5], top5_prob[5];
+    char top5_text[5][64];
+    double logits_std, entropy_ratio;
+    double load_seconds, prefill_seconds;
+    rt_result res;
+} run;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void set(gate *g, int pass, const char *cause, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void set(gate *g, int pass, const char *cause, const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->detail, sizeof g->detail, fmt, ap);
+    va_end(ap);
+    g->ran = 1;
+    g->pass = pass;
+    g->cause = pass ? NULL : cause;
+    g->where = pass ? NULL : where;
+}
+
+/* The first prompt of an embedded prompts file (`# ` lines are comments); `skip` prompts skipped. */
+static const char *canonical(const char *file, int skip, char *buf, size_t size)
+{
+    for (const gm_embedded_file *f = gm_prompts; f->name; f++) {
+        if (strcmp(f->name, file) != 0)
+            continue;
+        for (const char *line = f->data; *line;) {
+            size_t n = strcspn(line, "\n");
+            if (n > 0 && line[0] != '#' && skip-- == 0) {
+                snprintf(buf, size, "%.*s", (int)n, line);
+                return buf;
+            }
+            line += n + (line[n] == '\n');
+        }
+    }
+    return NULL;
+}
+
+static int is_instruct(const char *repo)
+{
+    static const char *const marks[] = {"instruct", "Instruct", "-it", "chat", "Chat"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (strstr(repo, marks[i]))
+            return 1;
+    return 0;
+}
+
+static int parse_tokens(const char *list, int32_t **out, int *n)
+{
+    int cap = 16, k = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
+    for (const char *p = list; ids && *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ','))
+            break;
+        if (k == cap)
+            ids = realloc(ids, sizeof *ids * (size_t)(cap *= 2));
+        if (!ids)
+            break;
+        ids[k++] = (int32_t)v;
+        p = *end ? end + 1 : end;
+        if (!*p) {
+            *out = ids;
+            *n = k;
+            return 0;
+        }
+    }
+    free(ids);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the gates */
+
+static void gate3(run *r)
+{
+    char path[4096];
+    gm_config want, got;
+    gm_status st = {0};
+    gate *g = &r->g[2];
+    g->name = "config consistent";
+    snprintf(path, sizeof path, "%s/config.json", r->weights);
+    if (gm_config_read(&want, path, &st)) {
+        set(g, 0, "config.json missing or unreadable", "the weights folder; gen-model download", "%s", st.msg);
+        return;
+    }
+    r->e->config(&got);
+    char diff[400] = "";
+    size_t used = 0;
+#define CHECK(f)                                                                                                    \
+    if (got.f != want.f && used < sizeof diff - 80)                                                                 \
+        used += (size_t)snprintf(diff + used, sizeof diff - used, "%s%s is %g, config.json says %g",                \
+                                 used ? "; " : "", #f, (double)got.f, (double)want.f);
+    CHECK(n_layers) CHECK(emb_dim) CHECK(n_heads) CHECK(n_kv_heads) CHECK(head_dim) CHECK(hidden_dim)
+    CHECK(vocab_size) CHECK(rope_base) CHECK(tie_word_embeddings) CHECK(rms_norm_eps) CHECK(max_position_embeddings)
+    CHECK(rope_scaling.type) CHECK(rope_scaling.factor) CHECK(rope_scaling.low_freq_factor)
+    CHECK(rope_scaling.high_freq_factor) CHECK(rope_scaling.original_max_position_embeddings)
+    CHECK(bos_token_id) CHECK(n_eos_token_ids)
+    for (int i = 0; i < want.n_eos_token_ids && i < GM_MAX_EOS; i++) {
+        CHECK(eos_token_ids[i])
+    }
+#undef CHECK
+    if (used)
+        set(g, 0, "an extraction error (head_dim defaulted wrongly, tie_word_embeddings missed), or weights of "
+                  "another model or revision", "config.json itself (never assume a default); regenerate with "
+                  "gen-model from the repo these weights come from", "%s", diff);
+    else
+        set(g, 1, NULL, NULL, "every field of %s_config_default() equals %s", r->e->id, path);
+}
+
+/* Does the folder hold safetensors weights at all (as opposed to the wrong ones)? */
+static int has_weights(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (stat(path, &sb) == 0)
+        return 1;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    return stat(path, &sb) == 0;
+}
+
+static void gate1(run *r, void *w)
+{
+    gm_status st = {0};
+    gate *g = &r->g[0];
+    g->name = "weights loadable";
+    const double t0 = now();
+    const int rc = r->e->load(w, r->weights, &st);
+    r->load_seconds = now() - t0;
+    if (rc == 0) {
+        gm_config c;
+        r->e->config(&c);
+        set(g, 1, NULL, NULL, "every tensor of %d layers loaded with its shape in %.2f s", c.n_layers,
+            r->load_seconds);
+    } else if (!has_weights(r->weights)) {
+        set(g, 0, "the weights are not there: a missing download, or a gated model without a token",
+            "gen-model download <repo> (HF_TOKEN for gated models); the --weights folder", "%s", st.msg);
+    } else {
+        set(g, 0, "HF names differ from the family's table, or head_dim / n_kv_heads are wrong",
+            "the safetensors index and the tensor shapes; the config extraction", "%s", st.msg);
+    }
+}
+
+/* The prompt's ids: --tokens, or the prompt through the model's tokenizer. */
+static int prompt_tokens(run *r, gm_status *st)
+{
+    if (r->tokens)
+        return 0;
+    if (!r->prompt) {
+        r->prompt = canonical(is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
+                              is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
+    }
+    if (!r->tok)
+        return gm_fail(st, GM_EMISSING, "%s: no tokenizer.json to tokenize the prompt; put the tokenizer files "
+                       "there (gen-model download fetches them) or pass --tokens", r->weights);
+    size_t n = 0;
+    if (gm_tokenizer_encode(r->tok, r->prompt, strlen(r->prompt), 1, 1, &r->tokens, &n, st))
+        return st->code;
+    r->n_tokens = (int)n;
+    return 0;
+}
+
+static int is_special(const run *r, const gm_config *c, int32_t id)
+{
+    if (r->tok)
+        return gm_tokenizer_is_special(r->tok, id);
+    if (id == c->bos_token_id)
+        return 1;
+    for (int i = 0; i < c->n_eos_token_ids; i++)
+        if (id == c->eos_token_ids[i])
+            return 1;
+    return 0;
+}
+
+static void gate2(run *r, const rt_model *m, const rt_options *o)
+{
+    gm_status st = {0};
+    gate *g = &r->g[1];
+    g->name = "baseline runnable";
+    if (!r->g[0].pass) {
+        set(g, 0, "not run: the weights did not load", "gate 1", "skipped");
+        return;
+    }
+    if (prompt_tokens(r, &st)) {
+        set(g, 0, "tokenizer mismatch or missing: wrong BOS handling or chat template", "the tokenizer files; "
+            "base vs instruct prompts", "%s", st.msg);
+        return;
+    }
+    rt_session *s = NULL;
+    const double t0 = now();
+    if (rt_session_new(&s, m, o, r->n_tokens, &st) || rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st)) {
+        set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);
+        rt_session_free(s);
+        return;
+    }
+    r->prefill_seconds = now() - t0;
+    rt_session_free(s);
+
+    const int V = r->res.vocab;
+    const float *lg = r->res.logits + (long)(r->res.logit_rows - 1) * V;
+    int bad = 0;
+    double sum = 0, sq = 0, max = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        bad += !isfinite(lg[i]);
+        sum += lg[i];
+        sq += (double)lg[i] * lg[i];
+        max = lg[i] > max ? lg[i] : max;
+    }
+    if (bad) {
+        set(g, 0, "a dtype problem in loading, or a corrupt download", "re-download (gen-model download); the bf16 "
+            "path", "%d of %d logits are NaN or Inf", bad, V);
+        return;
+    }
+    /* softmax, its entropy against the uniform distribution's log V */
+    double z = 0, ent = 0;
+    for (int i = 0; i < V; i++)
+        z += exp(lg[i] - max);
+    for (int i = 0; i < V; i++) {
+        const double p = exp(lg[i] - max) / z;
+        if (p > 0)
+            ent -= p * log(p);
+    }
+    r->logits_std = sqrt(fmax(sq / V - (sum / V) * (sum / V), 0.0));
+    r->entropy_ratio = ent / log((double)V);
+    rt_top_k(lg, V, 5, r->top5);
+    for (int i = 0; i < 5; i++) {
+        r->top5_logit[i] = lg[r->top5[i]];
+        r->top5_prob[i] = (float)(exp(lg[r->top5[i]] - max) / z);
+        r->top5_text[i][0] = '\0';
+        char *text = NULL;
+        size_t len = 0;
+        gm_status ignore = {0};
+        if (r->tok && gm_tokenizer_decode(r->tok, &r->top5[i], 1, 0, &text, &len, &ignore) == 0)
+            snprintf(r->top5_text[i], sizeof r->top5_text[i], "%s", text);
+        free(text);
+    }
+    gm_config c;
+    r->e->config(&c);
+    const int32_t top = r->top5[0];
+    /* degenerate: constant logits (std < 1e-3) or near-uniform probabilities (entropy > 99% of log V) */
+    if (r->logits_std < 1e-3 || r->entropy_ratio > 0.99)
+        set(g, 0, "a dtype problem in loading, or a corrupt download", "re-download; the bf16 path",
+            "degenerate logits: std %.3g (must be >= 1e-3), entropy %.4f of log V (must be <= 0.99)", r->logits_std,
+            r->entropy_ratio);
+    else if (top < 0 || top >= c.vocab_size || is_special(r, &c, top))
+        set(g, 0, "tokenizer mismatch: wrong BOS handling or chat template", "the tokenizer files; base vs "
+            "instruct prompts", "top-1 %d is %s", top, top < 0 || top >= c.vocab_size ? "out of range" : "a special token");
+    else
+        set(g, 1, NULL, NULL, "%d tokens, top-1 %d (logit %.4g, p %.3f); logits finite, std %.3g, entropy %.3f of "
+            "log V", r->n_tokens, top, r->top5_logit[0], r->top5_prob[0], r->logits_std, r->entropy_ratio);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the report */
+
+static int all_pass(const run *r)
+{
+    return r->g[0].pass && r->g[1].pass && r->g[2].pass;
+}
+
+/* Printable text of a token: quotes, escapes and controls shown as in C. */
+static void shown(const char *s, char *out, size_t size)
+{
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < size; p++) {
+        if (*p == '\n')
+            k += (size_t)snprintf(out + k, size - k, "\\n");
+        else if (*p < 0x20 || *p == 0x7F)
+            k += (size_t)snprintf(out + k, size - k, "\\x%02x", *p);
+        else
+            out[k++] = (char)*p;
+    }
+    out[k] = '\0';
+}
+
+static void print_text(const run *r)
+{
+    gm_config c;
+    r->e->config(&c);
+    printf("phase0 %s (%s @ %.12s) on %s\n", r->e->id, r->e->repo, r->e->commit[0] ? r->e->commit : "local",
+           r->weights);
+    if (r->prompt)
+        printf("prompt: \"%s\"\n", r->prompt);
+    if (r->tokens) {
+        printf("tokens (%d):", r->n_tokens);
+        for (int i = 0; i < r->n_tokens && i < 32; i++)
+            printf(" %d", r->tokens[i]);
+        printf("%s\n", r->n_tokens > 32 ? " ..." : "");
+    }
+    if (r->g[1].pass || (r->g[1].ran && r->logits_std > 0)) {
+        printf("top-5 at the last position:\n");
+        for (int i = 0; i < 5; i++) {
+            char t[160];
+            shown(r->top5_text[i], t, sizeof t);
+            printf("  %d. %7d  %-20s logit %9.4f  p %.4f\n", i + 1, r->top5[i], r->tok ? t : "", r->top5_logit[i],
+                   r->top5_prob[i]);
+        }
+        printf("logits: std %.4f, entropy %.4f of the uniform's (degenerate: std < 0.001 or entropy > 0.99)\n",
+               r->logits_std, r->entropy_ratio);
+    }
+    for (int i = 0; i < 3; i++) {
+        const gate *g = &r->g[i];
+        printf("gate %d %-19s %s  %s\n", i + 1, g->name, g->pass ? "PASS" : "FAIL", g->detail);
+        if (!g->pass)
+            printf("       likely cause: %s\n       where to look: %s\n", g->cause, g->where);
+    }
+    printf("Phase 0: %s  (load %.2f s, prefill %.3f s)\n", all_pass(r) ? "PASS" : "FAIL", r->load_seconds,
+           r->prefill_seconds);
+}
+
+static cJSON *report_json(const run *r)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", r->e->id);
+    cJSON_AddStringToObject(j, "repo", r->e->repo);
+    cJSON_AddStringToObject(j, "commit", r->e->commit);
+    cJSON_AddStringToObject(j, "weights", r->weights);
+    if (r->prompt)
+        cJSON_AddStringToObject(j, "prompt", r->prompt);
+    cJSON *toks = cJSON_AddArrayToObject(j, "tokens");
+    for (int i = 0; r->tokens && i < r->n_tokens; i++)
+        cJSON_AddItemToArray(toks, cJSON_CreateNumber(r->tokens[i]));
+    cJSON *gates = cJSON_AddArrayToObject(j, "gates");
+    for (int i = 0; i < 3; i++) {
+        cJSON *g = cJSON_CreateObject();
+        cJSON_AddNumberToObject(g, "gate", i + 1);
+        cJSON_AddStringToObject(g, "name", r->g[i].name);
+        cJSON_AddBoolToObject(g, "pass", r->g[i].pass);
+        cJSON_AddStringToObject(g, "detail", r->g[i].detail);
+        if (!r->g[i].pass) {
+            cJSON_AddStringToObject(g, "likely_cause", r->g[i].cause);
+            cJSON_AddStringToObject(g, "where_to_look", r->g[i].where);
+        }
+        cJSON_AddItemToArray(gates, g);
+    }
+    if (r->g[1].ran && r->logits_std > 0) {
+        cJSON *top = cJSON_AddArrayToObject(j, "top5");
+        for (int i = 0; i < 5; i++) {
+            cJSON *t = cJSON_CreateObject();
+            cJSON_AddNumberToObject(t, "id", r->top5[i]);
+            if (r->tok)
+                cJSON_AddStringToObject(t, "text", r->top5_text[i]);
+            cJSON_AddNumberToObject(t, "logit", r->top5_logit[i]);
+            cJSON_AddNumberToObject(t, "probability", r->top5_prob[i]);
+            cJSON_AddItemToArray(top, t);
+        }
+        cJSON_AddNumberToObject(j, "logits_std", r->logits_std);
+        cJSON_AddNumberToObject(j, "entropy_ratio", r->entropy_ratio);
+    }
+    cJSON_AddNumberToObject(j, "load_seconds", r->load_seconds);
+    cJSON_AddNumberToObject(j, "prefill_seconds", r->prefill_seconds);
+    cJSON_AddBoolToObject(j, "pass", all_pass(r));
+    return j;
+}
+
+/* The Phase 0 entry of progress.md. */
+static void progress_entry(const run *r, char *out, size_t size)
+{
+    gm_config c;
+    r->e->config(&c);
+    char date[32], top[160] = "";
+    const time_t t = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
+    if (r->tok)
+        shown(r->top5_text[0], top, sizeof top);
+    snprintf(out, size,
+             "## Phase 0: %s (%s)\n"
+             "- Model: %s @ %s (`%s`), weights from `%s`\n"
+             "- Resolved config: n_layers %d, emb_dim %d, n_heads %d, n_kv_heads %d, head_dim %d, hidden_dim %d, "
+             "vocab %d, rope_base %.17g, tie_word_embeddings %s\n"
+             "- CPU helpers kept: rms_norm, attention_reference, softmax\n"
+             "- Baseline: %s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; logits %s (std %.3f, "
+             "entropy %.3f of uniform)\n"
+             "- Gates: 1 weights loadable %s; 2 baseline runnable %s; 3 config consistent %s\n",
+             all_pass(r) ? "PASS" : "FAIL", date, r->e->repo, r->e->commit[0] ? r->e->commit : "(local)", r->e->id,
+             r->weights, c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size,
+             c.rope_base, c.tie_word_embeddings ? "true" : "false", r->prompt ? "prompt \"" : "",
+             r->prompt ? r->prompt : "", r->prompt ? "\", " : "", r->n_tokens, top, r->top5[0], r->top5_logit[0],
+             r->top5_prob[0], r->g[1].pass ? "OK" : "not OK", r->logits_std, r->entropy_ratio,
+             r->g[0].pass ? "PASS" : "FAIL", r->g[1].pass ? "PASS" : "FAIL", r->g[2].pass ? "PASS" : "FAIL");
+}
+
+static int record(const run *r, const char *models_dir, gm_status *st)
+{
+    char dir[4096], entry[4096], blocker[700] = "";
+    snprintf(dir, sizeof dir, "%s/%s", models_dir, r->e->id);
+    for (int i = 0; i < 3 && !blocker[0]; i++)
+        if (!r->g[i].pass)
+            snprintf(blocker, sizeof blocker, "Phase 0 gate %d (%s) fails: %s; look at %s", i + 1, r->g[i].name,
+                     r->g[i].cause, r->g[i].where);
+    progress_entry(r, entry, sizeof entry);
+    if (p0_record_progress(dir, entry, st) || p0_record_todo(dir, all_pass(r), blocker[0] ? blocker : NULL, st))
+        return st->code;
+    return 0;
+}
+
+static int dump(const run *r, const char *dir, gm_status *st)
+{
+    char path[4096];
+    const rt_result *x = &r->res;
+    const int64_t T = x->n_tokens, V = x->vocab, H = x->emb, L = x->n_layers;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    struct { const char *name; gm_npy_type type; int rank; int64_t shape[3]; const void *data; } files[] = {
+        {"tokens.npy", GM_NPY_I4, 1, {T}, r->tokens},
+        {"logits.npy", GM_NPY_F4, 2, {T, V}, x->logits},
+        {"embed.npy", GM_NPY_F4, 2, {T, H}, x->embed},
+        {"layers.npy", GM_NPY_F4, 3, {L, T, H}, x->layers},
+        {"final_norm.npy", GM_NPY_F4, 2, {T, H}, x->final_norm},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        if (gm_npy_write(path, files[i].type, files[i].rank, files[i].shape, files[i].data, st))
+            return st->code;
+    }
+    cJSON *j = report_json(r);
+    char *text = cJSON_Print(j);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0)
+        gm_fail(st, GM_EIO, "%s: cannot write: %s", path, strerror(errno));
+    cJSON_free(text);
+    cJSON_Delete(j);
+    return st->code;
+}
+
+/* ---------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"weights", required_argument, 0, 'w'}, {"prompt", required_argument, 0, 'p'},
+        {"tokens", required_argument, 0, 't'},  {"instruct", no_argument, 0, 'i'},
+        {"json", no_argument, 0, 'j'},          {"dump", required_argument, 0, 'd'},
+        {"threads", required_argument, 0, 'T'}, {"models", required_argument, 0, 'm'},
+        {"no-record", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    run r = {0};
+    const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
+    int json = 0, no_record = 0, instruct = 0, c;
+    rt_options o = {RT_BF16, 0, 0};
+    while ((c = getopt_long(argc, argv, "w:p:t:ijd:T:m:nh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'w': r.weights = optarg; break;
+        case 'p': r.prompt = optarg; break;
+        case 't':
+            if (parse_tokens(optarg, &r.tokens, &r.n_tokens)) {
+                fprintf(stderr, "phase0: --tokens: expected ids like 1,2,3, found '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'i': instruct = 1; break;
+        case 'j': json = 1; break;
+        case 'd': dump_dir = optarg; o.diagnosis = 1; break;
+        case 'T': o.threads = atoi(optarg); break;
+        case 'm': models_dir = optarg; break;
+        case 'n': no_record = 1; break;
+        case 'h': fputs(usage, stdout); return EXIT_PASS;
+        default: fputs(usage, stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1 || !r.weights) {
+        fprintf(stderr, "phase0: expected a model id and --weights DIR; see phase0 --help\n");
+        return EXIT_USAGE;
+    }
+    for (const gm_model_entry *e = GM_PHASE0_MODELS; e->id && !r.e; e++)
+        if (strcmp(e->id, argv[optind]) == 0)
+            r.e = e;
+    if (!r.e) {
+        fprintf(stderr, "phase0: no model '%s' is built in; scaffold it with gen-model, rebuild, and run again "
+                "(built in:", argv[optind]);
+        for (const gm_model_entry *e = GM_PHASE0_MODELS; e->id; e++)
+            fprintf(stderr, " %s", e->id);
+        fprintf(stderr, ")\n");
+        return EXIT_USAGE;
+    }
+    if (instruct && !r.prompt)
+        r.prompt = canonical("prompts/instruct.txt", 0, r.prompt_buf, sizeof r.prompt_buf);
+
+    char tpath[4096];
+    gm_status st = {0};
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
+    struct stat sb;
+    if (stat(tpath, &sb) == 0 && gm_tokenizer_load(&r.tok, tpath, &st)) {
+        fprintf(stderr, "phase0: warning: %s; the top-5 is shown without text\n", st.msg);
+        gm_status_clear(&st);
+    }
+
+    void *w = calloc(1, r.e->weights_size);
+    rt_layer *layers = calloc((size_t)r.e->n_layers, sizeof *layers);
+    rt_model m;
+    gate1(&r, w);
+    if (r.g[0].pass)
+        r.e->view(w, layers, &m);
+    gate2(&r, &m, &o);
+    gate3(&r);
+
+    if (json) {
+        cJSON *j = report_json(&r);
+        char *text = cJSON_Print(j);
+        puts(text);
+        cJSON_free(text);
+        cJSON_Delete(j);
+    } else {
+        print_text(&r);
+    }
+    int code = all_pass(&r) ? EXIT_PASS : EXIT_FAIL;
+    if (!no_record && record(&r, models_dir, &st)) {
+        fprintf(stderr, "phase0: could not record the verdict: %s\n", st.msg);
+        code = EXIT_IO;
+    }
+    if (dump_dir && r.res.logits && dump(&r, dump_dir, &st)) {
+        fprintf(stderr, "phase0: %s\n", st.msg);
+        code = EXIT_IO;
+    }
+    if (r.g[0].pass)
+        r.e->free(w);
+    free(w);
+    free(layers);
+    free(r.tokens);
+    rt_result_free(&r.res);
+    gm_tokenizer_free(r.tok);
+    return code;
+}

@@ -1,0 +1,102 @@
+/* Phase 0's marks in progress.md and TODO.md, idempotent, written via rename. */
+#include "record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm/io.h"
+
+#define BEGIN "<!-- phase0:begin -->"
+#define END "<!-- phase0:end -->"
+#define BLOCKER_MARK "<!-- phase0 -->"
+
+/* The new text is built in a memory stream, then written over the old file. */
+static int finish(FILE *out, char **buf, size_t *len, const char *path, gm_status *st)
+{
+    if (fclose(out) != 0 || !*buf)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    gm_write_file(path, *buf, *len, st);
+    free(*buf);
+    return st->code;
+}
+
+int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
+{
+    char path[4096], *old = NULL, *buf = NULL;
+    size_t len = 0, blen = 0;
+    snprintf(path, sizeof path, "%s/docs/development_progress/progress.md", model_dir);
+    if (gm_read_file(path, 16u << 20, &old, &len, st))
+        return st->code;
+    FILE *out = open_memstream(&buf, &blen);
+    if (!out) {
+        free(old);
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    }
+    const char *b = strstr(old, BEGIN), *e = b ? strstr(b, END) : NULL;
+    if (b && e) { /* replace the previous Phase 0 entry where it stands */
+        e += strlen(END);
+        e += *e == '\n';
+        fwrite(old, 1, (size_t)(b - old), out);
+        fprintf(out, BEGIN "\n%s" END "\n%s", entry, e);
+    } else {
+        fprintf(out, "%s%s\n" BEGIN "\n%s" END "\n", old, len > 0 && old[len - 1] != '\n' ? "\n" : "", entry);
+    }
+    free(old);
+    return finish(out, &buf, &blen, path, st);
+}
+
+/* Our blocker line, then "none" if the section would be empty. */
+static void end_blockers(FILE *out, int pass, const char *blocker, int *blockers)
+{
+    if (!pass && blocker) {
+        fprintf(out, "- %s " BLOCKER_MARK "\n", blocker);
+        (*blockers)++;
+    }
+    if (!*blockers)
+        fputs("- none\n", out);
+}
+
+int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_status *st)
+{
+    char path[4096], *old = NULL, *buf = NULL;
+    size_t len = 0, blen = 0;
+    snprintf(path, sizeof path, "%s/TODO.md", model_dir);
+    if (gm_read_file(path, 16u << 20, &old, &len, st))
+        return st->code;
+    FILE *out = open_memstream(&buf, &blen);
+    if (!out) {
+        free(old);
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    }
+    int in_blockers = 0, blockers = 0;
+    for (const char *line = old; *line;) {
+        const size_t n = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
+        if (in_blockers && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
+            end_blockers(out, pass, blocker, &blockers);
+            fputc('\n', out);
+            in_blockers = 0;
+        }
+        if (strncmp(line, "- [ ] Phase 0:", 14) == 0 || strncmp(line, "- [x] Phase 0:", 14) == 0) {
+            fputs(pass ? "- [x]" : "- [ ]", out);
+            fwrite(line + 5, 1, n - 5, out);
+        } else if (strncmp(line, "## Active blockers", 18) == 0) {
+            fwrite(line, 1, n, out);
+            in_blockers = 1;
+        } else if (in_blockers) {
+            /* keep other blockers; drop "none", blank lines and our previous one */
+            const int ours = memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK)) != NULL;
+            if (strncmp(line, "- ", 2) == 0 && strncmp(line, "- none", 6) != 0 && !ours) {
+                fwrite(line, 1, n, out);
+                blockers++;
+            }
+        } else {
+            fwrite(line, 1, n, out);
+        }
+        line += n;
+    }
+    if (in_blockers) /* the section ran to the end of the file */
+        end_blockers(out, pass, blocker, &blockers);
+    free(old);
+    return finish(out, &buf, &blen, path, st);
+}

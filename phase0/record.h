@@ -1,0 +1,21 @@
+/*
+** Recording a Phase 0 verdict in the model's living documents:
+** docs/development_progress/progress.md gets one Phase 0 entry (replaced, not
+** duplicated, when phase0 runs again) and TODO.md gets Phase 0 ticked on a
+** pass, or a blocker under "Active blockers" on a failure.
+*/
+#ifndef GM_PHASE0_RECORD_H
+#define GM_PHASE0_RECORD_H
+
+#include "gm/status.h"
+
+/* Put `entry` (Markdown, several lines) as the Phase 0 block of progress.md in model_dir. */
+int p0_record_progress(const char *model_dir, const char *entry, gm_status *st);
+
+/*
+** Tick (pass) or untick Phase 0 in TODO.md, and set or clear the Phase 0
+** blocker (blocker: one line of text, or NULL on a pass).
+*/
+int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_status *st);
+
+#endif

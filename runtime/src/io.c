@@ -1,0 +1,101 @@
+/* Whole small files in, files out atomically. See gm/io.h. */
+#include "gm/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int gm_read_file(const char *path, size_t max, char **data, size_t *len,
+                 gm_status *st)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    char *buf = NULL;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
+        goto out;
+    }
+    if ((uint64_t)sb.st_size > max) {
+        gm_fail(st, GM_EFORMAT, "%s: expected at most %zu bytes, found %lld", path, max,
+                (long long)sb.st_size);
+        goto out;
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    buf = malloc(n + 1);
+    if (!buf) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+        goto out;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            gm_fail(st, GM_EIO, "%s: read failed after %zu of %zu bytes: %s", path, got, n,
+                    r < 0 ? strerror(errno) : "unexpected end of file");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return st->code;
+}
+
+int gm_write_file(const char *path, const void *data, size_t len, gm_status *st)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return gm_fail(st, GM_EIO, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
+            goto fail;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        gm_fail(st, GM_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        gm_fail(st, GM_EIO, "%s: close failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", path, tmp, strerror(errno));
+        goto fail;
+    }
+    return 0;
+fail:
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    return st->code;
+}
+

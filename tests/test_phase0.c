@@ -1,0 +1,232 @@
+/*
+** phase0 as a user runs it, on every golden model of ../shared/golden
+** (generated into the build tree and linked into phase0_golden): all three
+** gates pass, the verdict is recorded once, the dumps load in numpy; and each
+** gate fails, with its likely cause, on weights broken on purpose.
+*/
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm/npy.h"
+#include "util.h"
+
+static const char *const goldens[] = {"llama3_tied", "llama_f32_checkpoint", "llama_untied", "llama_untied_sharded",
+                                      "mistral_untied", "qwen2_tied", "qwen3_tied"};
+
+/* The seq24 prompt of a golden as "--tokens a,b,c". */
+static char *tokens_arg(const char *id)
+{
+    char path[4096];
+    gm_npy t;
+    gm_status st = {0};
+    snprintf(path, sizeof path, "%s/golden/%s/golden/seq24/tokens.npy", GM_SHARED_DIR, id);
+    cr_assert_eq(gm_npy_read(path, &t, &st), 0, "%s", st.msg);
+    char *s = calloc(1, 16 * t.count + 16);
+    strcpy(s, "--tokens ");
+    for (size_t i = 0; i < t.count; i++)
+        sprintf(s + strlen(s), "%s%d", i ? "," : "", ((int32_t *)t.data)[i]);
+    gm_npy_free(&t);
+    return s;
+}
+
+static int phase0(const char *id, const char *weights, const char *extra, char **out, char **err)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' %s --weights '%s' %s", GM_PHASE0, id, weights, extra ? extra : "");
+    return tu_run(cmd, out, err);
+}
+
+Test(phase0, passes_all_three_gates_on_every_golden_and_records_it_once, .timeout = 120)
+{
+    for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
+        const char *id = goldens[i];
+        char weights[4096], *toks = tokens_arg(id), *out = NULL, *err = NULL;
+        snprintf(weights, sizeof weights, "%s/golden/%s", GM_SHARED_DIR, id);
+        for (int round = 0; round < 2; round++) { /* twice: the record must not duplicate */
+            int rc = phase0(id, weights, toks, &out, &err);
+            cr_assert_eq(rc, 0, "%s: exit %d\n%s%s", id, rc, out, err);
+            cr_assert(strstr(out, "gate 1 weights loadable    PASS") && strstr(out, "gate 2 baseline runnable   PASS") &&
+                          strstr(out, "gate 3 config consistent   PASS") && strstr(out, "Phase 0: PASS"),
+                      "%s:\n%s", id, out);
+            free(out);
+            free(err);
+        }
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s/docs/development_progress/progress.md", GM_GOLDEN_MODELS, id);
+        char *progress = tu_read(path, NULL);
+        const char *first = strstr(progress, "## Phase 0: PASS");
+        cr_assert(first && !strstr(first + 1, "## Phase 0:"), "%s: one Phase 0 entry expected:\n%s", id, progress);
+        cr_assert(strstr(progress, "CPU helpers kept: rms_norm, attention_reference, softmax"), "%s", progress);
+        snprintf(path, sizeof path, "%s/%s/TODO.md", GM_GOLDEN_MODELS, id);
+        char *todo = tu_read(path, NULL);
+        cr_assert(strstr(todo, "- [x] Phase 0:") && strstr(todo, "## Active blockers\n- none\n"), "%s", todo);
+        free(todo);
+        free(progress);
+        free(toks);
+    }
+}
+
+Test(phase0, json_report_names_every_gate_and_the_measured_times)
+{
+    char weights[4096], *toks = tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
+    snprintf(weights, sizeof weights, "%s/golden/qwen2_tied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --json --no-record", toks);
+    cr_assert_eq(phase0("qwen2_tied", weights, extra, &out, NULL), 0);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "not JSON: %s", out);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "pass")));
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "gates")), 3);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "top5")), 5);
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "load_seconds")));
+    cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "prefill_seconds")));
+    cJSON_Delete(j);
+    free(out);
+    free(toks);
+}
+
+Test(phase0, dumps_load_in_numpy_with_the_goldens_shapes)
+{
+    char *work = tu_tmpdir(), weights[4096], extra[9000], *toks = tokens_arg("llama3_tied"), *out = NULL, *err = NULL;
+    snprintf(weights, sizeof weights, "%s/golden/llama3_tied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --dump '%s/d' --no-record", toks, work);
+    cr_assert_eq(phase0("llama3_tied", weights, extra, &out, &err), 0, "%s", err);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as np, json, sys; d=sys.argv[1]; g=sys.argv[2]; "
+             "s={f: np.load(d+'/'+f+'.npy').shape for f in ['tokens','logits','embed','layers','final_norm']}; "
+             "print(s); assert s=={'tokens':(24,),'logits':(24,384),'embed':(24,96),'layers':(2,24,96),"
+             "'final_norm':(24,96)}; "
+             "assert (np.load(d+'/logits.npy')==np.load(g+'/seq24/bf16_fp32acc/logits.npy')).mean()>0.99; "
+             "assert json.load(open(d+'/report.json'))['pass']\" '%s/d' '%s/golden/llama3_tied/golden'",
+             work, GM_SHARED_DIR);
+    free(out);
+    free(err);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "numpy could not read the dumps: %s%s", out, err);
+    free(out);
+    free(err);
+    free(toks);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    cr_assert_eq(system(cmd), 0);
+    free(work);
+}
+
+/* ---------------------------------------------------------------------- */
+/* each gate failing */
+
+/* A copy of a golden model folder, with `fill` written over tensor `name` (each bf16 element). */
+static char *broken_copy(const char *work, const char *id, const char *name, uint16_t fill, int row)
+{
+    char src[4096], *dst = malloc(4200), path[4400];
+    snprintf(src, sizeof src, "%s/golden/%s", GM_SHARED_DIR, id);
+    snprintf(dst, 4200, "%s/%s", work, id);
+    tu_copy_dir(src, dst);
+    if (!name)
+        return dst;
+    snprintf(path, sizeof path, "%s/model.safetensors", dst);
+    size_t len;
+    uint8_t *bytes = (uint8_t *)tu_read(path, &len);
+    uint64_t n;
+    memcpy(&n, bytes, 8);
+    cJSON *h = cJSON_ParseWithLength((char *)bytes + 8, n);
+    const cJSON *t = cJSON_GetObjectItem(h, name);
+    cr_assert_not_null(t, "%s has no %s", id, name);
+    const cJSON *off = cJSON_GetObjectItem(t, "data_offsets"), *shape = cJSON_GetObjectItem(t, "shape");
+    size_t b = (size_t)cJSON_GetArrayItem(off, 0)->valuedouble, e = (size_t)cJSON_GetArrayItem(off, 1)->valuedouble;
+    if (row >= 0) { /* only one row of a 2-D tensor */
+        const size_t cols = (size_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
+        b += (size_t)row * cols * 2;
+        e = b + cols * 2;
+    }
+    for (size_t k = 8 + n + b; k < 8 + n + e; k += 2)
+        memcpy(bytes + k, &fill, 2);
+    tu_write(path, bytes, len);
+    cJSON_Delete(h);
+    free(bytes);
+    return dst;
+}
+
+static void expect_failure(const char *id, const char *weights, const char *want_gate, const char *want_cause)
+{
+    char *toks = tokens_arg(id), *out = NULL, *err = NULL, extra[8192];
+    snprintf(extra, sizeof extra, "%s --no-record", toks);
+    int rc = phase0(id, weights, extra, &out, &err);
+    cr_assert_eq(rc, 1, "exit %d:\n%s%s", rc, out, err);
+    cr_assert(strstr(out, want_gate), "expected '%s' in:\n%s", want_gate, out);
+    cr_assert(strstr(out, want_cause), "expected '%s' in:\n%s", want_cause, out);
+    cr_assert(strstr(out, "Phase 0: FAIL"), "%s", out);
+    free(out);
+    free(err);
+    free(toks);
+}
+
+Test(phase0, gate1_fails_on_another_models_weights_and_names_the_tensor)
+{
+    char weights[4096];
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    expect_failure("qwen2_tied", weights, "gate 1 weights loadable    FAIL", "HF names differ from the family's table");
+}
+
+Test(phase0, gate2_fails_on_nan_weights_as_a_dtype_or_download_problem)
+{
+    char *work = tu_tmpdir();
+    char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x7FC0, -1);
+    expect_failure("qwen3_tied", w, "gate 2 baseline runnable   FAIL", "a dtype problem in loading, or a corrupt download");
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate2_fails_on_constant_logits_as_degenerate)
+{
+    char *work = tu_tmpdir();
+    char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x0000, -1);
+    expect_failure("qwen3_tied", w, "degenerate logits", "a dtype problem in loading, or a corrupt download");
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate2_fails_when_the_top1_is_a_special_token)
+{
+    char *work = tu_tmpdir();
+    /* lm_head row 2 (eos) made huge: the top-1 becomes the end-of-sequence token */
+    char *w = broken_copy(work, "llama_untied", "lm_head.weight", 0x4300, 2);
+    expect_failure("llama_untied", w, "a special token", "tokenizer mismatch");
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
+{
+    char *work = tu_tmpdir(), models[4400], cmd[16384];
+    char *w = broken_copy(work, "mistral_untied", NULL, 0, -1);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"rope_theta\": 1000000.0/\"rope_theta\": 10000.0/' '%s/config.json'", w);
+    cr_assert_eq(system(cmd), 0);
+    /* a private copy of the model's living documents to record into */
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/mistral_untied' '%s/'", models, GM_GOLDEN_MODELS, models);
+    cr_assert_eq(system(cmd), 0);
+    char *toks = tokens_arg("mistral_untied"), *out = NULL, extra[16384];
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_assert_eq(phase0("mistral_untied", w, extra, &out, NULL), 1);
+    cr_assert(strstr(out, "gate 3 config consistent   FAIL  rope_base is 1e+06, config.json says 10000"), "%s", out);
+    cr_assert(strstr(out, "an extraction error"), "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
+    char *todo = tu_read(cmd, NULL);
+    cr_assert(strstr(todo, "- [ ] Phase 0:") && strstr(todo, "- Phase 0 gate 3 (config consistent) fails"), "%s", todo);
+    free(todo);
+    free(out);
+    free(toks);
+    free(w);
+    free(work);
+}
+
+Test(phase0, an_unknown_model_id_lists_the_built_in_ones)
+{
+    char *err = NULL;
+    cr_assert_eq(phase0("nope", "/tmp", NULL, NULL, &err), 2);
+    cr_assert(strstr(err, "no model 'nope' is built in") && strstr(err, "qwen3_tied"), "%s", err);
+    free(err);
+}

@@ -709,6 +709,36 @@ out:
     return st->code;
 }
 
+/* A file the repo may or may not have (tokenizer.json ...): cached when there, skipped on a 404. */
+static int fetch_optional(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
+{
+    char rdir[PATH_MAX], blob[160];
+    if (has(dir, file, "") || h->offline)
+        return 0;
+    rdir_of(dir, rdir, sizeof rdir);
+    gm_xfer x;
+    gm_status probe = {0};
+    if (get_small(h, &x, repo, commit_of(dir), file, &probe) == 0) {
+        if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
+            pathf(blob, sizeof blob, "%s", x.etag);
+        else
+            sha256_hex(x.body, x.len, blob);
+        cache_put(rdir, commit_of(dir), file, blob, x.body, x.len, st);
+    } else if (probe.code != GM_EMISSING) {
+        *st = probe;
+    }
+    gm_xfer_free(&x);
+    return st->code;
+}
+
+/* The tokenizer files, kept with the weights (phase0 reads them from there). */
+static int fetch_tokenizer(gm_hub *h, const char *repo, const char *dir, gm_status *st)
+{
+    if (fetch_optional(h, repo, dir, "tokenizer.json", st) == 0)
+        fetch_optional(h, repo, dir, "tokenizer_config.json", st);
+    return st->code;
+}
+
 int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
                     char *dir, size_t dir_size, gm_status *st)
 {
@@ -721,7 +751,7 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
         /* single file, unless the Hub has no model.safetensors */
         gm_status probe = {0};
         if (download_file(h, repo, dir, "model.safetensors", &probe) == 0)
-            return 0;
+            return fetch_tokenizer(h, repo, dir, st);
         if (probe.code != GM_EMISSING) {
             *st = probe;
             return st->code;
@@ -732,7 +762,7 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     char **names = NULL;
     size_t n = 0;
     if (has(dir, "model.safetensors", ""))
-        return 0;
+        return fetch_tokenizer(h, repo, dir, st);
     if (shards_of(dir, &names, &n, st))
         return st->code;
     for (size_t i = 0; i < n && !st->code; i++) {
@@ -749,5 +779,5 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
             download_file(h, repo, dir, names[i], st);
     }
     st_free_names(names, n);
-    return st->code;
+    return st->code ? st->code : fetch_tokenizer(h, repo, dir, st);
 }

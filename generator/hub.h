@@ -63,7 +63,8 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir,
                          gm_status *st);
 
 /*
-** Download the full safetensors files (and config.json, the index) into the
+** Download the full safetensors files (and config.json, the index, and
+** tokenizer.json with tokenizer_config.json when the repo has them) into the
 ** cache: resumed from a partial <blob>.incomplete with Range, verified
 ** against the sha256 in X-Linked-Etag, and only then renamed into place.
 ** *dir receives the snapshot folder, which then is a complete model folder.

@@ -34,6 +34,8 @@ extern const gm_embedded_file gm_prompts[]; /* prompts/base.txt, prompts/instruc
 #ifndef GM_PHASE0_MODELS
 #define GM_PHASE0_MODELS gm_models
 #endif
+extern const gm_model_entry GM_PHASE0_MODELS[]; /* the registry this program is linked with */
+
 #ifndef GM_PHASE0_MODELS_DIR
 #define GM_PHASE0_MODELS_DIR "models"
 #endif
@@ -381,10 +383,11 @@ static void print_text(const run *r)
     if (r->g[1].pass || (r->g[1].ran && r->logits_std > 0)) {
         printf("top-5 at the last position:\n");
         for (int i = 0; i < 5; i++) {
-            char t[160];
+            char t[160], q[170] = "";
             shown(r->top5_text[i], t, sizeof t);
-            printf("  %d. %7d  %-20s logit %9.4f  p %.4f\n", i + 1, r->top5[i], r->tok ? t : "", r->top5_logit[i],
-                   r->top5_prob[i]);
+            if (r->tok)
+                snprintf(q, sizeof q, "\"%s\"", t);
+            printf("  %d. %7d  %-22s logit %9.4f  p %.4f\n", i + 1, r->top5[i], q, r->top5_logit[i], r->top5_prob[i]);
         }
         printf("logits: std %.4f, entropy %.4f of the uniform's (degenerate: std < 0.001 or entropy > 0.99)\n",
                r->logits_std, r->entropy_ratio);

@@ -90,23 +90,25 @@ def load_repos(root):
     golden = os.path.join(root, "golden")
     for name in sorted(os.listdir(golden)) if os.path.isdir(golden) else []:
         d = os.path.join(golden, name)
-        if not os.path.isdir(d):
-            continue
-        files = {}
-        for fname in sorted(os.listdir(d)):     # golden/ subfolder is skipped
-            p = os.path.join(d, fname)
-            lfs = fname.endswith(".safetensors")
-            if not os.path.isfile(p) or not (
-                    lfs or fname in ("config.json", "model.safetensors.index.json")):
-                continue
-            with open(p, "rb") as f:
-                data = f.read()
-            etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
-            files[fname] = Blob(data, len(data), lfs, etag)
-        repo = "golden/" + name
-        repos[repo] = {"commit": hashlib.sha1(repo.encode()).hexdigest(),
-                       "gated": False, "files": files}
+        if os.path.isdir(d):
+            add_folder(repos, "golden/" + name, d)
     return repos
+
+
+def add_folder(repos, repo, d):
+    """Serve a plain model folder as `repo`: safetensors as LFS files, the JSON files as git files."""
+    files = {}
+    for fname in sorted(os.listdir(d)):     # a golden/ subfolder is skipped
+        p = os.path.join(d, fname)
+        lfs = fname.endswith(".safetensors")
+        if not os.path.isfile(p) or not (lfs or fname in (
+                "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json")):
+            continue
+        with open(p, "rb") as f:
+            data = f.read()
+        etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
+        files[fname] = Blob(data, len(data), lfs, etag)
+    repos[repo] = {"commit": hashlib.sha1(repo.encode()).hexdigest(), "gated": False, "files": files}
 
 
 def parse_range(header, total):
@@ -360,9 +362,15 @@ def main():
     ap.add_argument("--slow", type=float, default=5.0, help="seconds, for --mode slow")
     ap.add_argument("--tokens", default="hf_good,hf_noaccess")
     ap.add_argument("--max-seconds", type=float, default=300.0, help="safety bound")
+    ap.add_argument("--serve", action="append", default=[], metavar="ORG/NAME=DIR",
+                    help="also serve model folder DIR as repo ORG/NAME")
     args = ap.parse_args()
 
-    state = State(args, load_repos(args.root))
+    repos = load_repos(args.root)
+    for spec in args.serve:
+        repo, _, folder = spec.partition("=")
+        add_folder(repos, repo, folder)
+    state = State(args, repos)
     handlers = {r: type(c.__name__, (c,), {"state": state}) for r, c in
                 (("hub", HubHandler), ("cdn", CdnHandler))}
     hub = Server(("127.0.0.1", 0), handlers["hub"])

@@ -513,3 +513,25 @@ Test(hub, download_draws_a_progress_bar_on_a_terminal)
     cr_assert(strstr(out, "model.safetensors") && strstr(out, "100%"), "no progress bar:\n%s", out);
     free(out);
 }
+
+Test(hub, download_keeps_the_tokenizer_with_the_weights_and_phase0_passes_on_them)
+{
+    char serve[4400];
+    snprintf(serve, sizeof serve, "test/tiny_qwen=%s", GM_TINY_DIR);
+    const char *args[] = {"--serve", serve, NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download test/tiny_qwen", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out), path[4400];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    cr_assert(tu_exists(path), "no tokenizer.json in %s", dir);
+    free(out);
+    free(err);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "'%s' tiny_qwen --weights '%s' --no-record", GM_PHASE0_TINY, dir);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert(strstr(out, "tokens (5): 785 6722 315 9625 374") && strstr(out, "Phase 0: PASS"), "%s", out);
+    free(out);
+    free(err);
+    free(dir);
+}

@@ -230,3 +230,23 @@ Test(phase0, an_unknown_model_id_lists_the_built_in_ones)
     cr_assert(strstr(err, "no model 'nope' is built in") && strstr(err, "qwen3_tied"), "%s", err);
     free(err);
 }
+
+/* ---------------------------------------------------------------------- */
+/* a model with a real tokenizer: the canonical prompt, and the top-5 as text */
+
+Test(phase0, tokenizes_the_canonical_prompt_and_prints_the_top5_as_text)
+{
+    char cmd[8192], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' tiny_qwen --weights '%s' --no-record", GM_PHASE0_TINY, GM_TINY_DIR);
+    int rc = tu_run(cmd, &out, &err);
+    cr_assert_eq(rc, 0, "exit %d\n%s%s", rc, out, err);
+    cr_assert(strstr(out, "prompt: \"The capital of France is\""), "%s", out);
+    cr_assert(strstr(out, "tokens (5): 785 6722 315 9625 374"), "Qwen's ids for the prompt:\n%s", out);
+    /* each top-5 line shows the token's text between the id and the logit */
+    const char *line = strstr(out, "  1. ");
+    cr_assert_not_null(line, "%s", out);
+    const char *quote = strchr(line, '"'), *logit = strstr(line, "logit");
+    cr_assert(quote && logit && quote < logit && strchr(quote + 1, '"') < logit, "no text for the top-1:\n%s", out);
+    free(out);
+    free(err);
+}

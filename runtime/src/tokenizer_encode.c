@@ -378,7 +378,8 @@ static void strs_free(strs *v)
     free(v->len);
 }
 
-#define STR(v, i) ((v)->b.p + (v)->off[i])
+/* all strings empty: no buffer yet, and NULL + 0 is undefined */
+#define STR(v, i) ((v)->b.p ? (v)->b.p + (v)->off[i] : "")
 
 static int dec_byte_level(const strs *in, strs *out)
 {

@@ -4,6 +4,7 @@
 */
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,8 @@ int main(int argc, char **argv)
                 "(not gm, st or bf16), found '%s'\n", opt.name);
         return EXIT_USAGE;
     }
+    /* past RLIMIT_FSIZE a write fails with EFBIG and is cleaned up, instead of killing us mid-write */
+    signal(SIGXFSZ, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "gen-model: cannot initialise libcurl\n");
         return EXIT_INTERNAL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -48,6 +49,34 @@ static int exists(const char *path)
     return lstat(path, &sb) == 0;
 }
 
+/*
+** A test hook: GM_TEST_WRITE_DELAY_MS=n sleeps n ms after each file written
+** into the temporary folder, so the tests can interrupt a write in progress.
+*/
+static void test_delay(void)
+{
+    const char *ms = getenv("GM_TEST_WRITE_DELAY_MS");
+    if (ms && *ms) {
+        struct timespec ts = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* An interrupt arrived (and is held) while the new folder was being built. */
+static int interrupted(void)
+{
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) || sigismember(&pending, SIGHUP));
+}
+
+/* A living document is carried over only from a plain file, never through a symlink. */
+static int is_regular(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
 /* Fill the temporary folder tmp with everything models/<id>/ will hold. */
 static int fill(const char *tmp, const char *final, const gm_gen_result *r,
                 const gm_snapshot *snap, gm_status *st)
@@ -60,7 +89,7 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
             return gm_fail(st, GM_EIO, "%s/%s: path too long", final, f->path);
         if (make_parents(path, st))
             return st->code;
-        if (f->keep && exists(old)) {
+        if (f->keep && is_regular(old)) {
             char *text = NULL;
             size_t len = 0;
             if (gm_read_file(old, 64u << 20, &text, &len, st))
@@ -72,6 +101,7 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
         }
         if (st->code)
             return st->code;
+        test_delay();
     }
     if (snprintf(path, sizeof path, "%s/snapshot", tmp) >= (int)sizeof path)
         return gm_fail(st, GM_EIO, "%s/snapshot: path too long", tmp);
@@ -83,10 +113,13 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
 static int write_model(const char *out_dir, const gm_gen_result *r,
                        const gm_snapshot *snap, gm_status *st);
 
+
 /*
 ** SIGINT, SIGTERM and SIGHUP are held back while the folder is built and
 ** swapped in, and delivered once it is done or cleaned up: an interrupt never
-** leaves a temporary folder or a half-replaced model behind.
+** leaves a temporary folder or a half-replaced model behind. One that arrives
+** before the swap cancels it (the temporary folder is removed, the old folder
+** kept), so an interrupted run changes nothing.
 */
 int gm_write_model(const char *out_dir, const gm_gen_result *r,
                    const gm_snapshot *snap, gm_status *st)
@@ -119,6 +152,11 @@ static int write_model(const char *out_dir, const gm_gen_result *r,
     }
     if (fill(tmp, final, r, snap, st))
         goto fail;
+    /* an interrupt before the swap cancels it: the old folder stays as it was */
+    if (interrupted()) {
+        gm_fail(st, GM_EIO, "%s: interrupted; left as it was", final);
+        goto fail;
+    }
 
     if (!exists(final)) {
         if (rename(tmp, final) != 0) {

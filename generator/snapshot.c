@@ -71,10 +71,69 @@ static int path_join(char *out, size_t size, const char *dir, const char *file,
     return 0;
 }
 
+static int check_link(const char *dir, const char *path, gm_status *st);
+
+/* path_join for a file gen-model reads from the snapshot: its symlinks must stay inside. */
+static int input_path(char *out, size_t size, const char *dir, const char *file, gm_status *st)
+{
+    return path_join(out, size, dir, file, st) || check_link(dir, out, st);
+}
+
 static int exists(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0;
+}
+
+/*
+** The folder a snapshot's symlinks may point into: the snapshot folder
+** itself, or, for a Hugging Face cache snapshot .../models--org--name/
+** snapshots/<commit> (whose files link to ../../blobs/<sha>), the whole
+** models--org--name folder. malloc'd; NULL when dir cannot be resolved.
+*/
+static char *link_root(const char *dir)
+{
+    char *root = realpath(dir, NULL);
+    if (!root)
+        return NULL;
+    char *last = strrchr(root, '/');
+    if (last && last > root) {
+        *last = '\0';
+        char *snaps = strrchr(root, '/');
+        if (snaps && strcmp(snaps + 1, "snapshots") == 0) {
+            *snaps = '\0';
+            char *repo = strrchr(root, '/');
+            if (repo && strncmp(repo + 1, "models--", 8) == 0)
+                return root;
+            *snaps = '/';
+        }
+        *last = '/';
+    }
+    return root;
+}
+
+/*
+** path (a file of snapshot folder dir) may be a symlink only to a file inside
+** link_root(dir): a hostile snapshot must not make gen-model read, and copy
+** into models/<id>/snapshot/, a file from elsewhere (~/.ssh/id_rsa as
+** config.json). A dangling link is left for the caller's open to report.
+*/
+static int check_link(const char *dir, const char *path, gm_status *st)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISLNK(sb.st_mode))
+        return 0;
+    char *target = realpath(path, NULL), *root = link_root(dir);
+    if (target && root) {
+        size_t n = strlen(root);
+        if (strncmp(target, root, n) != 0 || (target[n] != '/' && !(n == 1 && root[0] == '/')))
+            gm_fail(st, GM_EFORMAT, "%s: a symlink to %s, outside the model folder %s", path, target, root);
+    } else if (target && !root) {
+        gm_fail(st, GM_EIO, "%s: cannot resolve: %s", dir, strerror(errno));
+    }
+    free(target);
+    free(root);
+    return st->code;
 }
 
 /* repo and commit from a small JSON file holding {"repo": ..., "commit": ...}. */
@@ -172,7 +231,7 @@ static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status
     sh->file = strdup(file);
     if (!sh->file)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", file);
-    if (path_join(path, sizeof path, dir, file, st))
+    if (input_path(path, sizeof path, dir, file, st))
         return st->code;
     if (stat(path, &sb) == 0) {
         sh->file_size = (uint64_t)sb.st_size;
@@ -181,6 +240,8 @@ static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status
             return gm_fail(st, GM_EIO, "%s/%s.head: path too long", dir, file);
         if (!exists(path))
             return gm_fail(st, GM_EMISSING, "%s: neither %s nor %s.head is present", dir, file, file);
+        if (check_link(dir, path, st))
+            return st->code;
     }
     if (st_read_header_bytes(path, &sh->header, &sh->header_len, st))
         return st->code;
@@ -204,7 +265,7 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
     if (!S_ISDIR(sb.st_mode))
         return gm_fail(st, GM_EIO, "%s: expected a model folder, found a file", dir);
 
-    if (path_join(path, sizeof path, dir, "config.json", st) ||
+    if (input_path(path, sizeof path, dir, "config.json", st) ||
         gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
         goto fail;
 
@@ -216,10 +277,10 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
         }
         s->repo = strdup(repo_override);
     } else if (path_join(path, sizeof path, dir, "source.json", st) == 0 && exists(path)) {
-        if (read_origin(s, path, st))
+        if (check_link(dir, path, st) || read_origin(s, path, st))
             goto fail;
     } else if (path_join(path, sizeof path, dir, ".hub.json", st) == 0 && exists(path)) {
-        if (read_origin(s, path, st))
+        if (check_link(dir, path, st) || read_origin(s, path, st))
             goto fail;
     } else if (origin_from_path(s, dir, st)) {
         goto fail;
@@ -250,7 +311,7 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st)
         read_shard(&s->shards[0], dir, "model.safetensors", st);
         return st->code;
     }
-    if (path_join(path, sizeof path, dir, "model.safetensors.index.json", st))
+    if (input_path(path, sizeof path, dir, "model.safetensors.index.json", st))
         goto fail;
     if (!exists(path)) {
         gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json, found neither",

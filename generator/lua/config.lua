@@ -53,6 +53,20 @@ local INT_MAX = 2147483647
 
 local M = { fields = fields, dtypes = dtypes }
 
+-- Upper bounds on the dimensions ({field, config.json key, bound}) and on the
+-- elements of one tensor (2^34: 32 GiB of bf16).
+M.limits = {
+  { "n_layers", "num_hidden_layers", 1024 },
+  { "emb_dim", "hidden_size", 1 << 20 },
+  { "n_heads", "num_attention_heads", 1 << 16 },
+  { "n_kv_heads", "num_key_value_heads", 1 << 16 },
+  { "head_dim", "head_dim", 1 << 16 },
+  { "hidden_dim", "intermediate_size", 1 << 22 },
+  { "vocab_size", "vocab_size", 1 << 24 },
+  { "max_position_embeddings", "max_position_embeddings", 1 << 28 },
+}
+M.MAX_TENSOR = 1 << 34
+
 local function fail(fmt, ...) E.raise("format", fmt, ...) end
 
 local function is_null(v) return v == json.null end
@@ -233,6 +247,25 @@ function M.extract(cfg, file, repo)
   end
   if c.head_dim % 2 ~= 0 then
     fail("%s: head_dim must be even for RoPE, found %d", file, c.head_dim)
+  end
+  -- Explicit bounds, so that a hostile config.json cannot make the generator
+  -- (which lists every layer's tensors) or the generated loader (which sizes
+  -- tables from these fields) run for hours or ask for terabytes. The largest
+  -- public decoders are far inside them (Llama-3.1-405B: 126 layers, hidden
+  -- 16384, 53248 MLP, vocab 128256).
+  for _, b in ipairs(M.limits) do
+    if c[b[1]] > b[3] then
+      fail("%s: %s must be at most %d, found %d", file, b[2], b[3], c[b[1]])
+    end
+  end
+  for _, p in ipairs({ { "vocab_size", "hidden_size" }, { "intermediate_size", "hidden_size" },
+                       { "num_attention_heads x head_dim", "hidden_size" } }) do
+    local a = p[1] == "vocab_size" and c.vocab_size or p[1] == "intermediate_size" and c.hidden_dim
+      or c.n_heads * c.head_dim
+    if a * c.emb_dim > M.MAX_TENSOR then
+      fail("%s: %s x %s = %d elements in one tensor, at most %d (%d GiB of bf16) are supported",
+        file, p[1], p[2], a * c.emb_dim, M.MAX_TENSOR, M.MAX_TENSOR * 2 >> 30)
+    end
   end
   -- both are used in fp32 (RMSNorm, RoPE)
   for _, k in ipairs({ { "rms_norm_eps", "rms_norm_eps" }, { "rope_base", "rope_theta" } }) do

@@ -21,4 +21,19 @@ int tu_run(const char *cmd, char **out, char **err);
 /* Number of lines in s (a final line without '\n' counts). */
 int tu_lines(const char *s);
 
+/*
+** Run argv (argv[0] a path) with stdout and stderr captured (malloc'd, may be
+** NULL to discard) and stdin from /dev/null; returns the exit status, or
+** 128 + the signal that ended it. *max_rss_kb (when not NULL) receives the
+** child's peak resident memory and *seconds its wall-clock time.
+*/
+int tu_run_argv(char *const argv[], char **out, char **err, long *max_rss_kb, double *seconds);
+
+/*
+** A text fingerprint of the tree at dir: every entry's path, type, size,
+** mode and link target, and every file's sha256, sorted; "(absent)" when dir
+** does not exist. Two equal fingerprints mean nothing was written.
+*/
+char *tu_tree_hash(const char *dir);
+
 #endif

@@ -23,6 +23,7 @@ local M = {}
 
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
 local RESERVED = { gm = true, st = true, bf16 = true }
+local RUNTIME_ABI = 2 -- GM_RUNTIME_ABI in runtime/include/gm/status.h: the generated code's contract
 
 -- The C identifier of a repo: its name lower-cased, every run of other
 -- characters turned into '_' (Qwen/Qwen2-1.5B -> qwen2_1_5b).
@@ -309,7 +310,7 @@ function M.generate(snap, templates)
 
   local id = snap.name or M.model_id(repo)
   local view = {
-    id = id, ID = id:upper(), repo = repo, commit = snap.commit,
+    id = id, ID = id:upper(), repo = repo, commit = snap.commit, abi = RUNTIME_ABI,
     repo_comment = c_comment(repo), commit_comment = c_comment(snap.commit or "(no commit: local folder)"),
     repo_c = c_str(repo), commit_c = c_str(snap.commit or ""),
     arch = arch, cfg = cfg, fields = config_fields(cfg),

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "llama_3_2_1b_weights.c was generated for runtime ABI 1; run: gen-model models/llama_3_2_1b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "llama_3_2_1b_weights.c was generated for runtime ABI 2; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
 const char llama_3_2_1b_hf_repo[] = "meta-llama/Llama-3.2-1B";
@@ -83,7 +83,7 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(llama_3_2_1b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], LLAMA_3_2_1B_N_LAYERS};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], LLAMA_3_2_1B_N_LAYERS, &w->arena};
     return lay;
 }
 
@@ -92,7 +92,7 @@ int llama_3_2_1b_weights_load(llama_3_2_1b_Weights *w, const char *dir, gm_statu
     memset(w, 0, sizeof *w);
     w->config = llama_3_2_1b_config_default();
     const gm_weights_layout lay = layout(w);
-    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, st))
+    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
     w->lm_head = w->tok_embd; /* tied embeddings: lm_head.weight is not loaded */
     return 0;

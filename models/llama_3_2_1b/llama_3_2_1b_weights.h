@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "llama_3_2_1b_weights.h was generated for runtime ABI 1; run: gen-model models/llama_3_2_1b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "llama_3_2_1b_weights.h was generated for runtime ABI 2; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
 #define LLAMA_3_2_1B_N_LAYERS 16
@@ -56,13 +56,14 @@ typedef struct llama_3_2_1b_LayerWeights {
     gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (8192, 2048), from model.layers.{L}.mlp.down_proj.weight, transposed */
 } llama_3_2_1b_LayerWeights;
 
-/* Every weight of the model, bf16, owned by this struct unless noted. */
+/* Every weight of the model, bf16, in this struct's arena unless noted. */
 typedef struct llama_3_2_1b_Weights {
     llama_3_2_1b_Config config;
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (128256, 2048), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (2048), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (128256, 2048), tied: aliases tok_embd (lm_head.weight absent) */
     llama_3_2_1b_LayerWeights layers[LLAMA_3_2_1B_N_LAYERS];
+    gm_arena arena;    /* the one allocation every tensor above lives in */
 } llama_3_2_1b_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -80,7 +81,8 @@ void llama_3_2_1b_config_export(const llama_3_2_1b_Config *c, gm_config *out);
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
 ** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted. On failure *w is left empty and st names the file and tensor.
+** noted, on GM_THREADS threads (default: every core). On failure *w is left
+** empty and st names the file and tensor.
 */
 int llama_3_2_1b_weights_load(llama_3_2_1b_Weights *w, const char *dir, gm_status *st);
 

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "meta_llama_3_8b_weights.c was generated for runtime ABI 1; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "meta_llama_3_8b_weights.c was generated for runtime ABI 2; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 const char meta_llama_3_8b_hf_repo[] = "meta-llama/Meta-Llama-3-8B";
@@ -84,7 +84,7 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(meta_llama_3_8b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], META_LLAMA_3_8B_N_LAYERS};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], META_LLAMA_3_8B_N_LAYERS, &w->arena};
     return lay;
 }
 
@@ -93,7 +93,7 @@ int meta_llama_3_8b_weights_load(meta_llama_3_8b_Weights *w, const char *dir, gm
     memset(w, 0, sizeof *w);
     w->config = meta_llama_3_8b_config_default();
     const gm_weights_layout lay = layout(w);
-    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, st))
+    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
     return 0;
 }

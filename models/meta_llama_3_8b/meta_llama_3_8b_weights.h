@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "meta_llama_3_8b_weights.h was generated for runtime ABI 1; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "meta_llama_3_8b_weights.h was generated for runtime ABI 2; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 #define META_LLAMA_3_8B_N_LAYERS 32
@@ -56,13 +56,14 @@ typedef struct meta_llama_3_8b_LayerWeights {
     gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (14336, 4096), from model.layers.{L}.mlp.down_proj.weight, transposed */
 } meta_llama_3_8b_LayerWeights;
 
-/* Every weight of the model, bf16, owned by this struct unless noted. */
+/* Every weight of the model, bf16, in this struct's arena unless noted. */
 typedef struct meta_llama_3_8b_Weights {
     meta_llama_3_8b_Config config;
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (128256, 4096), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (4096), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (128256, 4096), from lm_head.weight */
     meta_llama_3_8b_LayerWeights layers[META_LLAMA_3_8B_N_LAYERS];
+    gm_arena arena;    /* the one allocation every tensor above lives in */
 } meta_llama_3_8b_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -80,7 +81,8 @@ void meta_llama_3_8b_config_export(const meta_llama_3_8b_Config *c, gm_config *o
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
 ** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted. On failure *w is left empty and st names the file and tensor.
+** noted, on GM_THREADS threads (default: every core). On failure *w is left
+** empty and st names the file and tensor.
 */
 int meta_llama_3_8b_weights_load(meta_llama_3_8b_Weights *w, const char *dir, gm_status *st);
 

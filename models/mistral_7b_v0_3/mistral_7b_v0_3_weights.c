@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "mistral_7b_v0_3_weights.c was generated for runtime ABI 1; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "mistral_7b_v0_3_weights.c was generated for runtime ABI 2; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 const char mistral_7b_v0_3_hf_repo[] = "mistralai/Mistral-7B-v0.3";
@@ -84,7 +84,7 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(mistral_7b_v0_3_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], MISTRAL_7B_V0_3_N_LAYERS};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], MISTRAL_7B_V0_3_N_LAYERS, &w->arena};
     return lay;
 }
 
@@ -93,7 +93,7 @@ int mistral_7b_v0_3_weights_load(mistral_7b_v0_3_Weights *w, const char *dir, gm
     memset(w, 0, sizeof *w);
     w->config = mistral_7b_v0_3_config_default();
     const gm_weights_layout lay = layout(w);
-    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, st))
+    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
     return 0;
 }

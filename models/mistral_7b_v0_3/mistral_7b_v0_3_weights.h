@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "mistral_7b_v0_3_weights.h was generated for runtime ABI 1; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "mistral_7b_v0_3_weights.h was generated for runtime ABI 2; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 #define MISTRAL_7B_V0_3_N_LAYERS 32
@@ -56,13 +56,14 @@ typedef struct mistral_7b_v0_3_LayerWeights {
     gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (14336, 4096), from model.layers.{L}.mlp.down_proj.weight, transposed */
 } mistral_7b_v0_3_LayerWeights;
 
-/* Every weight of the model, bf16, owned by this struct unless noted. */
+/* Every weight of the model, bf16, in this struct's arena unless noted. */
 typedef struct mistral_7b_v0_3_Weights {
     mistral_7b_v0_3_Config config;
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (32768, 4096), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (4096), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (32768, 4096), from lm_head.weight */
     mistral_7b_v0_3_LayerWeights layers[MISTRAL_7B_V0_3_N_LAYERS];
+    gm_arena arena;    /* the one allocation every tensor above lives in */
 } mistral_7b_v0_3_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -80,7 +81,8 @@ void mistral_7b_v0_3_config_export(const mistral_7b_v0_3_Config *c, gm_config *o
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
 ** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted. On failure *w is left empty and st names the file and tensor.
+** noted, on GM_THREADS threads (default: every core). On failure *w is left
+** empty and st names the file and tensor.
 */
 int mistral_7b_v0_3_weights_load(mistral_7b_v0_3_Weights *w, const char *dir, gm_status *st);
 

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "qwen2_0_5b_weights.c was generated for runtime ABI 1; run: gen-model models/qwen2_0_5b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "qwen2_0_5b_weights.c was generated for runtime ABI 2; run: gen-model models/qwen2_0_5b/snapshot"
 #endif
 
 const char qwen2_0_5b_hf_repo[] = "Qwen/Qwen2-0.5B";
@@ -86,7 +86,7 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(qwen2_0_5b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN2_0_5B_N_LAYERS};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN2_0_5B_N_LAYERS, &w->arena};
     return lay;
 }
 
@@ -95,7 +95,7 @@ int qwen2_0_5b_weights_load(qwen2_0_5b_Weights *w, const char *dir, gm_status *s
     memset(w, 0, sizeof *w);
     w->config = qwen2_0_5b_config_default();
     const gm_weights_layout lay = layout(w);
-    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, st))
+    if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
     w->lm_head = w->tok_embd; /* tied embeddings: lm_head.weight is not loaded */
     return 0;

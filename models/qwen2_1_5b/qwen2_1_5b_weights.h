@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "qwen2_1_5b_weights.h was generated for runtime ABI 1; run: gen-model models/qwen2_1_5b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "qwen2_1_5b_weights.h was generated for runtime ABI 2; run: gen-model models/qwen2_1_5b/snapshot"
 #endif
 
 #define QWEN2_1_5B_N_LAYERS 28
@@ -59,13 +59,14 @@ typedef struct qwen2_1_5b_LayerWeights {
     gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (8960, 1536), from model.layers.{L}.mlp.down_proj.weight, transposed */
 } qwen2_1_5b_LayerWeights;
 
-/* Every weight of the model, bf16, owned by this struct unless noted. */
+/* Every weight of the model, bf16, in this struct's arena unless noted. */
 typedef struct qwen2_1_5b_Weights {
     qwen2_1_5b_Config config;
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (151936, 1536), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (1536), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 1536), tied: aliases tok_embd (lm_head.weight absent) */
     qwen2_1_5b_LayerWeights layers[QWEN2_1_5B_N_LAYERS];
+    gm_arena arena;    /* the one allocation every tensor above lives in */
 } qwen2_1_5b_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -83,7 +84,8 @@ void qwen2_1_5b_config_export(const qwen2_1_5b_Config *c, gm_config *out);
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
 ** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted. On failure *w is left empty and st names the file and tensor.
+** noted, on GM_THREADS threads (default: every core). On failure *w is left
+** empty and st names the file and tensor.
 */
 int qwen2_1_5b_weights_load(qwen2_1_5b_Weights *w, const char *dir, gm_status *st);
 

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 1
-#error "qwen3_0_6b_weights.h was generated for runtime ABI 1; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 2
+#error "qwen3_0_6b_weights.h was generated for runtime ABI 2; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 #define QWEN3_0_6B_N_LAYERS 28
@@ -58,13 +58,14 @@ typedef struct qwen3_0_6b_LayerWeights {
     gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (3072, 1024), from model.layers.{L}.mlp.down_proj.weight, transposed */
 } qwen3_0_6b_LayerWeights;
 
-/* Every weight of the model, bf16, owned by this struct unless noted. */
+/* Every weight of the model, bf16, in this struct's arena unless noted. */
 typedef struct qwen3_0_6b_Weights {
     qwen3_0_6b_Config config;
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (151936, 1024), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (1024), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 1024), tied: aliases tok_embd (lm_head.weight absent) */
     qwen3_0_6b_LayerWeights layers[QWEN3_0_6B_N_LAYERS];
+    gm_arena arena;    /* the one allocation every tensor above lives in */
 } qwen3_0_6b_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -82,7 +83,8 @@ void qwen3_0_6b_config_export(const qwen3_0_6b_Config *c, gm_config *out);
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
 ** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted. On failure *w is left empty and st names the file and tensor.
+** noted, on GM_THREADS threads (default: every core). On failure *w is left
+** empty and st names the file and tensor.
 */
 int qwen3_0_6b_weights_load(qwen3_0_6b_Weights *w, const char *dir, gm_status *st);
 

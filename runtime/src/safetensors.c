@@ -1006,6 +1006,30 @@ static int check_load(const st_tensor *t, const char *file, int rank, const int6
     return GM_OK;
 }
 
+int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                   const st_tensor **out, gm_status *st)
+{
+    const char *file = NULL;
+    const st_tensor *t;
+    *out = NULL;
+    gm_status_clear(st);
+    if ((t = st_model_find(m, name, &file)) == NULL)
+        return gm_fail(st, GM_EMISSING, "%s: tensor '%s' is missing", m->dir, name);
+    if (check_load(t, file, rank, shape, transpose, st))
+        return st->code;
+    *out = t;
+    return GM_OK;
+}
+
+void st_model_source(const st_model *m, const st_tensor *t, const char **dir, const char **file,
+                     uint64_t *offset)
+{
+    const st_file *f = file_of(m, t);
+    *dir = m->dir;
+    *file = f->name;
+    *offset = 8 + f->h.header_len + t->begin;
+}
+
 int st_model_load_bf16(const st_model *m, const char *name, int rank, const int64_t *shape,
                        int transpose, gm_bf16 **out, gm_status *st)
 {

@@ -1,9 +1,18 @@
-/* Loading, finding and freeing weights through a generated tensor table. */
+/* Loading, finding and freeing weights through a generated tensor table. See gm/weights.h. */
 #include "gm/weights.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "gm/pool.h"
 
 /* The gm_bf16 * field that spec s names, in layer `layer` for per-layer specs. */
 static gm_bf16 **field(const gm_weights_layout *lay, const gm_tensor_spec *s, int layer)
@@ -21,41 +30,282 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
         snprintf(buf, size, "%s", s->hf_name);
 }
 
+/* ---------------------------------------------------------------------- */
+/* conversion and transposition */
+
+static void convert_run(gm_bf16 *dst, const uint8_t *src, size_t n, st_dtype dtype)
+{
+    if (dtype == ST_BF16) {
+        memcpy(dst, src, n * 2);
+    } else if (dtype == ST_F16) {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = gm_f32_to_bf16(gm_f16_to_f32(h));
+        }
+    } else { /* ST_F32: round to nearest even */
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, src + 4 * i, 4);
+            dst[i] = gm_f32_to_bf16(f);
+        }
+    }
+}
+
+#ifdef __SSE2__
+/* An 8 x 8 block of 16-bit values: rows of src (stride ls) to rows of dst (stride ld). */
+static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    __m128i a[8], b[8], c[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ls));
+    for (int i = 0; i < 4; i++) {
+        b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+        b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+    }
+    c[0] = _mm_unpacklo_epi32(b[0], b[2]), c[1] = _mm_unpackhi_epi32(b[0], b[2]);
+    c[2] = _mm_unpacklo_epi32(b[1], b[3]), c[3] = _mm_unpackhi_epi32(b[1], b[3]);
+    c[4] = _mm_unpacklo_epi32(b[4], b[6]), c[5] = _mm_unpackhi_epi32(b[4], b[6]);
+    c[6] = _mm_unpacklo_epi32(b[5], b[7]), c[7] = _mm_unpackhi_epi32(b[5], b[7]);
+    for (int i = 0; i < 4; i++) {
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+    }
+}
+#endif
+
+/* A block of n (<= BLOCK) rows of bf16, row-major in blk, into columns [r0, r0 + n) of dst (cols, rows). */
+static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
+{
+    size_t c = 0, r = 0;
+#ifdef __SSE2__
+    for (; r + 8 <= n; r += 8)
+        for (c = 0; c + 8 <= cols; c += 8)
+            transpose8(dst + c * rows + r0 + r, rows, blk + r * cols + c, cols);
+    for (size_t rr = 0; rr < r; rr++) /* columns left over past the last group of 8 */
+        for (size_t cc = c; cc < cols; cc++)
+            dst[cc * rows + r0 + rr] = blk[rr * cols + cc];
+#endif
+    for (; r < n; r++) /* rows left over */
+        for (size_t cc = 0; cc < cols; cc++)
+            dst[cc * rows + r0 + r] = blk[r * cols + cc];
+}
+
+void gm_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
+                     size_t r1, int transpose)
+{
+    enum { BLOCK = 32 };
+    const size_t es = st_dtype_size(dtype);
+    if (!transpose) {
+        convert_run(dst + r0 * cols, src, (r1 - r0) * cols, dtype);
+        return;
+    }
+    gm_bf16 *tmp = dtype == ST_BF16 ? NULL : malloc(BLOCK * cols * 2);
+    for (size_t r = r0; r < r1; r += BLOCK) {
+        const size_t n = r1 - r < BLOCK ? r1 - r : BLOCK;
+        const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;
+        const gm_bf16 *blk = (const gm_bf16 *)(const void *)s;
+        if (tmp) {
+            convert_run(tmp, s, n * cols, dtype);
+            blk = tmp;
+        }
+        transpose_block(dst, blk, n, rows, cols, r);
+    }
+    free(tmp);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the parallel load */
+
+typedef struct piece {
+    gm_bf16 *dst;          /* the whole tensor */
+    const st_tensor *t;
+    int transpose;
+    int file;              /* index into the open files */
+    uint64_t offset;       /* of the tensor's first byte in that file */
+    size_t r0, r1;         /* the rows of this piece */
+} piece;
+
+typedef struct load_job {
+    piece *pieces;
+    size_t n_pieces;
+    int *fds;
+    char **paths;
+    gm_status *errors;     /* one per piece; the first failure is reported */
+} load_job;
+
+enum { PIECE_BYTES = 8u << 20, BOUNCE_BYTES = 2u << 20 };
+
+static void load_piece(void *ctx, int i)
+{
+    const load_job *j = ctx;
+    const piece *p = &j->pieces[i];
+    const size_t rows = (size_t)p->t->shape[0], cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
+    const size_t es = st_dtype_size(p->t->dtype), row_bytes = cols * es;
+    const int direct = !p->transpose && p->t->dtype == ST_BF16;
+    /* rows per read: the whole piece straight into place, or what fits a bounce buffer */
+    size_t step = direct ? p->r1 - p->r0 : BOUNCE_BYTES / (row_bytes ? row_bytes : 1);
+    if (!direct && p->transpose)
+        step = step / 32 * 32;
+    if (step == 0)
+        step = p->transpose ? 32 : 1;
+    uint8_t *bounce = direct ? NULL : malloc(step * row_bytes);
+    if (!direct && !bounce && step * row_bytes > 0) {
+        gm_fail(&j->errors[i], GM_ENOMEM, "%s: out of memory for a read buffer", j->paths[p->file]);
+        return;
+    }
+    for (size_t r = p->r0; r < p->r1; r += step) {
+        const size_t n = p->r1 - r < step ? p->r1 - r : step, bytes = n * row_bytes;
+        uint8_t *into = direct ? (uint8_t *)(p->dst + r * cols) : bounce;
+        for (size_t got = 0; got < bytes;) {
+            const ssize_t k = pread(j->fds[p->file], into + got, bytes - got, (off_t)(p->offset + r * row_bytes + got));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                gm_fail(&j->errors[i], GM_EIO, "%s: tensor '%s': read failed: %s", j->paths[p->file], p->t->name,
+                        k < 0 ? strerror(errno) : "unexpected end of file");
+                free(bounce);
+                return;
+            }
+            got += (size_t)k;
+        }
+        if (!direct)
+            gm_convert_rows(p->dst, bounce, p->t->dtype, rows, cols, r, r + n, p->transpose);
+    }
+    free(bounce);
+}
+
+/* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch). */
+static int arena_new(gm_arena *a, size_t size, gm_status *st)
+{
+    void *m = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return gm_fail(st, GM_ENOMEM, "weights: cannot allocate %zu bytes: %s", size, strerror(errno));
+#ifdef MADV_HUGEPAGE
+    madvise(m, size, MADV_HUGEPAGE);
+#endif
+    a->base = m;
+    a->size = size ? size : 1;
+    return 0;
+}
+
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
-                    size_t n_specs, const char *dir, gm_status *st)
+                    size_t n_specs, const char *dir, int threads, gm_status *st)
 {
     st_model *m = NULL;
     char name[256];
+    piece *pieces = NULL;
+    size_t n_pieces = 0, cap = 0, total = 0;
+    load_job job = {0};
+    int n_files = 0;
+    memset(lay->arena, 0, sizeof *lay->arena);
     if (st_model_open(&m, dir, st))
         return st->code;
+
+    /* check every tensor, place it in the arena, cut it into pieces of about PIECE_BYTES */
     for (size_t i = 0; i < n_specs; i++) {
         const gm_tensor_spec *s = &specs[i];
-        const int n = s->per_layer ? lay->n_layers : 1;
-        for (int l = 0; l < n; l++) {
+        for (int l = 0; l < (s->per_layer ? lay->n_layers : 1); l++) {
+            const st_tensor *t;
             name_of(name, sizeof name, s, l);
-            if (st_model_load_bf16(m, name, s->rank, s->shape, s->transpose, field(lay, s, l), st))
-                goto fail;
+            if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
+                goto out;
+            const size_t rows = (size_t)t->shape[0], cols = t->rank == 2 ? (size_t)t->shape[1] : 1;
+            const size_t bytes = rows * cols * 2, row_bytes = cols * st_dtype_size(t->dtype);
+            size_t step = row_bytes ? PIECE_BYTES / row_bytes : rows;
+            step = step < 32 ? 32 : step / 32 * 32;
+            const char *fdir, *file;
+            uint64_t offset;
+            st_model_source(m, t, &fdir, &file, &offset);
+            int fi = 0;
+            while (fi < n_files && strcmp(job.paths[fi] + strlen(fdir) + 1, file) != 0)
+                fi++;
+            if (fi == n_files) {
+                char **paths = realloc(job.paths, sizeof *paths * (size_t)(n_files + 1));
+                int *fds = realloc(job.fds, sizeof *fds * (size_t)(n_files + 1));
+                if (paths)
+                    job.paths = paths;
+                if (fds)
+                    job.fds = fds;
+                if (!paths || !fds || !(job.paths[n_files] = malloc(strlen(fdir) + strlen(file) + 2))) {
+                    gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+                    goto out;
+                }
+                sprintf(job.paths[n_files], "%s/%s", fdir, file);
+                if ((job.fds[n_files] = open(job.paths[n_files], O_RDONLY | O_CLOEXEC)) < 0) {
+                    gm_fail(st, GM_EIO, "%s: cannot open: %s", job.paths[n_files], strerror(errno));
+                    free(job.paths[n_files]);
+                    goto out;
+                }
+                n_files++;
+            }
+            for (size_t r = 0; r < rows || (rows == 0 && r == 0); r += step) {
+                if (n_pieces == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    piece *grown = realloc(pieces, sizeof *pieces * cap);
+                    if (!grown) {
+                        gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+                        goto out;
+                    }
+                    pieces = grown;
+                }
+                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, s->transpose, fi, offset, r,
+                                             r + step < rows ? r + step : rows};
+                if (rows == 0)
+                    break;
+            }
+            *field(lay, s, l) = (gm_bf16 *)(uintptr_t)total; /* an offset until the arena exists */
+            total += (bytes + 63) / 64 * 64;
         }
     }
+    if (arena_new(lay->arena, total, st))
+        goto out;
+    char *base = lay->arena->base;
+    for (size_t i = 0; i < n_pieces; i++)
+        pieces[i].dst = (gm_bf16 *)(void *)(base + (uintptr_t)pieces[i].dst);
+    for (size_t i = 0; i < n_specs; i++)
+        for (int l = 0; l < (specs[i].per_layer ? lay->n_layers : 1); l++) {
+            gm_bf16 **f = field(lay, &specs[i], l);
+            *f = (gm_bf16 *)(void *)(base + (uintptr_t)*f);
+        }
+
+    job.pieces = pieces;
+    job.n_pieces = n_pieces;
+    job.errors = calloc(n_pieces ? n_pieces : 1, sizeof *job.errors);
+    if (!job.errors) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+        goto out;
+    }
+    gm_pool *pool = gm_pool_new(threads);
+    gm_pool_run(pool, (int)n_pieces, load_piece, &job);
+    gm_pool_free(pool);
+    for (size_t i = 0; i < n_pieces && !st->code; i++)
+        if (job.errors[i].code)
+            *st = job.errors[i];
+out:
+    for (int i = 0; i < n_files; i++) {
+        close(job.fds[i]);
+        free(job.paths[i]);
+    }
+    free(job.fds);
+    free(job.paths);
+    free(job.errors);
+    free(pieces);
     st_model_close(m);
-    return 0;
-fail:
-    st_model_close(m);
-    gm_weights_free(lay, specs, n_specs);
+    if (st->code)
+        gm_weights_free(lay, specs, n_specs);
     return st->code;
 }
 
 void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                      size_t n_specs)
 {
-    for (size_t i = 0; i < n_specs; i++) {
-        const int n = specs[i].per_layer ? lay->n_layers : 1;
-        for (int l = 0; l < n; l++) {
-            gm_bf16 **f = field(lay, &specs[i], l);
-            free(*f);
-            *f = NULL;
-        }
-    }
+    if (lay->arena->base)
+        munmap(lay->arena->base, lay->arena->size);
+    memset(lay->arena, 0, sizeof *lay->arena);
+    for (size_t i = 0; i < n_specs; i++)
+        for (int l = 0; l < (specs[i].per_layer ? lay->n_layers : 1); l++)
+            *field(lay, &specs[i], l) = NULL;
 }
 
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,

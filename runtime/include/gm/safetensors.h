@@ -114,6 +114,17 @@ int st_model_load_bf16(const st_model *m, const char *name, int rank,
                        const int64_t *shape, int transpose, gm_bf16 **out,
                        gm_status *st);
 
+/*
+** The checks of st_model_load_bf16 (present, shape, float dtype, rank 2
+** when transposed) without loading; *t receives the tensor.
+*/
+int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                   const st_tensor **t, gm_status *st);
+
+/* Where a tensor's bytes are: folder, file name and the absolute offset of its first byte. */
+void st_model_source(const st_model *m, const st_tensor *t, const char **dir, const char **file,
+                     uint64_t *offset);
+
 /* The raw bytes of a tensor inside the mapping (valid until close). */
 const void *st_model_data(const st_model *m, const st_tensor *t);
 

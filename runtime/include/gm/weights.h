@@ -2,6 +2,10 @@
 ** Loading a model's weights by table. Generated code describes every tensor
 ** of its model once, as a gm_tensor_spec (HF name, destination field, HF
 ** shape, transposed or not); the runtime loads, finds and frees by that table.
+**
+** Every tensor lands in one arena: a single anonymous mapping, asking for
+** huge pages, filled by all threads with pread (no file pages stay in the
+** process) and transposed on the way in.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H
@@ -22,26 +26,34 @@ typedef struct gm_tensor_spec {
     int transpose;       /* 1: held as (in, out), row-major */
 } gm_tensor_spec;
 
+/* The memory every loaded tensor of a model lives in. */
+typedef struct gm_arena {
+    void *base;
+    size_t size;
+} gm_arena;
+
 /*
 ** Where the weights live: the Weights struct, its layers array, one layer's
-** size and the number of layers.
+** size, the number of layers, and the arena that owns the tensors.
 */
 typedef struct gm_weights_layout {
     void *weights;
     void *layers;
     size_t layer_size;
     int n_layers;
+    gm_arena *arena;
 } gm_weights_layout;
 
 /*
 ** Load every tensor of specs from the safetensors files in dir into the
-** fields the specs name (each a fresh bf16 buffer). On failure everything
-** loaded so far is freed and st names the file and tensor.
+** fields the specs name, all in one arena, using threads threads (<= 0:
+** gm_default_threads()). On failure nothing stays allocated and st names
+** the file and tensor.
 */
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
-                    size_t n_specs, const char *dir, gm_status *st);
+                    size_t n_specs, const char *dir, int threads, gm_status *st);
 
-/* Free every field the specs name and set it to NULL. */
+/* Release the arena and set every field the specs name to NULL. */
 void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                      size_t n_specs);
 
@@ -52,5 +64,13 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                                size_t n_specs, const char *name,
                                const gm_tensor_spec **spec);
+
+/*
+** Rows [r0, r1) of a (rows, cols) tensor of dtype into dst, which holds the
+** whole tensor as bf16: row-major as is, or transposed to (cols, rows).
+** src points at row r0. Exposed for tests and benchmarks.
+*/
+void gm_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
+                     size_t r1, int transpose);
 
 #endif

@@ -44,7 +44,7 @@ enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
 
 static const char usage[] =
     "usage: phase0 ID --weights DIR [--prompt TEXT | --tokens 1,2,3] [--instruct] [--json]\n"
-    "              [--dump DIR] [--threads N] [--models DIR] [--no-record]\n"
+    "              [--dump DIR] [--decode N] [--threads N] [--models DIR] [--no-record]\n"
     "\n"
     "Run Phase 0's three gates for model ID (a folder under models/) on its real weights:\n"
     "  1 weights loadable   every tensor of every layer loads with its shape\n"
@@ -59,7 +59,8 @@ static const char usage[] =
     "  --json          the report as JSON on stdout\n"
     "  --dump DIR      logits.npy [T,V], embed.npy [T,H], layers.npy [L,T,H], final_norm.npy [T,H],\n"
     "                  tokens.npy [T], report.json, for numpy.load\n"
-    "  --threads N     threads for the runner (default: GM_THREADS, else every core)\n"
+    "  --decode N      then greedy-decode N tokens with the KV cache (tokens/s in the report)\n"
+    "  --threads N     threads for the loader and the runner (default: GM_THREADS, else every core)\n"
     "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
     "  --no-record     leave progress.md and TODO.md alone\n"
     "\n"
@@ -84,7 +85,9 @@ typedef struct run {
     float top5_logit[5], top5_prob[5];
     char top5_text[5][64];
     double logits_std, entropy_ratio;
-    double load_seconds, prefill_seconds;
+    double load_seconds, prefill_seconds, decode_seconds;
+    int n_decode;       /* --decode N: greedy tokens after the prefill */
+    int32_t *decoded;
     rt_result res;
 } run;
 
@@ -280,13 +283,30 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
         return;
     }
     rt_session *s = NULL;
-    const double t0 = now();
-    if (rt_session_new(&s, m, o, r->n_tokens, &st) || rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st)) {
+    double t0 = 0;
+    if (rt_session_new(&s, m, o, r->n_tokens + r->n_decode, &st) ||
+        (t0 = now(), rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st))) {
         set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);
         rt_session_free(s);
         return;
     }
     r->prefill_seconds = now() - t0;
+    if (r->n_decode > 0) { /* greedy decode with the KV cache */
+        r->decoded = malloc(sizeof *r->decoded * (size_t)r->n_decode);
+        int32_t next = r->res.top1;
+        rt_result step;
+        t0 = now();
+        for (int i = 0; r->decoded && i < r->n_decode; i++) {
+            r->decoded[i] = next;
+            if (i + 1 < r->n_decode) {
+                if (rt_decode_step(s, next, &step, &st))
+                    break;
+                next = step.top1;
+                rt_result_free(&step);
+            }
+        }
+        r->decode_seconds = now() - t0;
+    }
     rt_session_free(s);
 
     const int V = r->res.vocab;
@@ -398,6 +418,23 @@ static void print_text(const run *r)
         if (!g->pass)
             printf("       likely cause: %s\n       where to look: %s\n", g->cause, g->where);
     }
+    if (r->decoded) {
+        printf("greedy decode (%d tokens, %.2f tokens/s):", r->n_decode,
+               r->decode_seconds > 0 ? (r->n_decode - 1) / r->decode_seconds : 0.0);
+        for (int i = 0; i < r->n_decode; i++)
+            printf(" %d", r->decoded[i]);
+        printf("\n");
+        if (r->tok) {
+            char *text = NULL, shown_text[600];
+            size_t len = 0;
+            gm_status ignore = {0};
+            if (gm_tokenizer_decode(r->tok, r->decoded, (size_t)r->n_decode, 0, &text, &len, &ignore) == 0) {
+                shown(text, shown_text, sizeof shown_text);
+                printf("  \"%s\"\n", shown_text);
+            }
+            free(text);
+        }
+    }
     printf("Phase 0: %s  (load %.2f s, prefill %.3f s)\n", all_pass(r) ? "PASS" : "FAIL", r->load_seconds,
            r->prefill_seconds);
 }
@@ -443,6 +480,14 @@ static cJSON *report_json(const run *r)
     }
     cJSON_AddNumberToObject(j, "load_seconds", r->load_seconds);
     cJSON_AddNumberToObject(j, "prefill_seconds", r->prefill_seconds);
+    if (r->decoded) {
+        cJSON *d = cJSON_AddArrayToObject(j, "decode_tokens");
+        for (int i = 0; i < r->n_decode; i++)
+            cJSON_AddItemToArray(d, cJSON_CreateNumber(r->decoded[i]));
+        /* the first token comes from the prefill; the other n - 1 are decode steps */
+        cJSON_AddNumberToObject(j, "decode_tokens_per_second",
+                                r->decode_seconds > 0 ? (r->n_decode - 1) / r->decode_seconds : 0.0);
+    }
     cJSON_AddBoolToObject(j, "pass", all_pass(r));
     return j;
 }
@@ -528,12 +573,13 @@ int main(int argc, char **argv)
         {"json", no_argument, 0, 'j'},          {"dump", required_argument, 0, 'd'},
         {"threads", required_argument, 0, 'T'}, {"models", required_argument, 0, 'm'},
         {"no-record", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
+        {"decode", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     run r = {0};
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
     int json = 0, no_record = 0, instruct = 0, c;
     rt_options o = {RT_BF16, 0, 0};
-    while ((c = getopt_long(argc, argv, "w:p:t:ijd:T:m:nh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "w:p:t:ijd:T:m:nhD:", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': r.weights = optarg; break;
         case 'p': r.prompt = optarg; break;
@@ -546,7 +592,21 @@ int main(int argc, char **argv)
         case 'i': instruct = 1; break;
         case 'j': json = 1; break;
         case 'd': dump_dir = optarg; o.diagnosis = 1; break;
-        case 'T': o.threads = atoi(optarg); break;
+        case 'T':
+            o.threads = atoi(optarg);
+            if (o.threads <= 0) {
+                fprintf(stderr, "phase0: --threads: expected a positive count, found '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            setenv("GM_THREADS", optarg, 1); /* the loader's threads too */
+            break;
+        case 'D':
+            r.n_decode = atoi(optarg);
+            if (r.n_decode <= 0 || r.n_decode > 4096) {
+                fprintf(stderr, "phase0: --decode: expected a token count in [1, 4096], found '%s'\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
         case 'm': models_dir = optarg; break;
         case 'n': no_record = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_PASS;
@@ -612,6 +672,7 @@ int main(int argc, char **argv)
     free(w);
     free(layers);
     free(r.tokens);
+    free(r.decoded);
     rt_result_free(&r.res);
     gm_tokenizer_free(r.tok);
     return code;

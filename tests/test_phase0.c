@@ -250,3 +250,26 @@ Test(phase0, tokenizes_the_canonical_prompt_and_prints_the_top5_as_text)
     free(out);
     free(err);
 }
+
+Test(phase0, decode_reports_hf_greedy_tokens_and_tokens_per_second)
+{
+    char weights[4096], *toks = tokens_arg("mistral_untied"), *out = NULL, extra[8192], path[4096];
+    snprintf(weights, sizeof weights, "%s/golden/mistral_untied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --decode 16 --json --no-record --threads 2", toks);
+    cr_assert_eq(phase0("mistral_untied", weights, extra, &out, NULL), 0, "%s", out);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "%s", out);
+    const cJSON *d = cJSON_GetObjectItem(j, "decode_tokens");
+    cr_assert_eq(cJSON_GetArraySize(d), 16);
+    cr_assert_gt(cJSON_GetObjectItem(j, "decode_tokens_per_second")->valuedouble, 0);
+    gm_npy want;
+    gm_status st = {0};
+    snprintf(path, sizeof path, "%s/golden/mistral_untied/golden/seq24/bf16_fp32acc/decode_tokens.npy", GM_SHARED_DIR);
+    cr_assert_eq(gm_npy_read(path, &want, &st), 0, "%s", st.msg);
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq((int32_t)cJSON_GetArrayItem(d, i)->valuedouble, ((int32_t *)want.data)[i], "token %d", i);
+    gm_npy_free(&want);
+    cJSON_Delete(j);
+    free(out);
+    free(toks);
+}

@@ -150,21 +150,6 @@ static int repo_dir(const gm_hub *h, const char *repo, char *out, size_t size, g
     return 0;
 }
 
-static int mkdirs(const char *path, gm_status *st)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s/", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    return 0;
-}
-
 static int is_commit(const char *s)
 {
     if (strlen(s) != 40)
@@ -186,7 +171,7 @@ static int link_blob(const char *rdir, const char *commit, const char *file, con
 {
     char snap[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
     pathf(snap, sizeof snap, "%s/snapshots/%s", rdir, commit);
-    if (mkdirs(snap, st))
+    if (gm_mkdir_p(snap, st))
         return st->code;
     pathf(link, sizeof link, "%s/%s", snap, file);
     pathf(tmp, sizeof tmp, "%s.%d.tmp", link, (int)getpid());
@@ -206,7 +191,7 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     char dir[PATH_MAX], path[PATH_MAX];
     pathf(dir, sizeof dir, "%s/blobs", rdir);
     pathf(path, sizeof path, "%s/%s", dir, blob);
-    if (mkdirs(dir, st))
+    if (gm_mkdir_p(dir, st))
         return st->code;
     if (!file_exists(path) && gm_write_file(path, data, len, st))
         return st->code;
@@ -221,7 +206,7 @@ static int write_ref(const char *rdir, const char *revision, const char *commit,
     pathf(path, sizeof path, "%s/refs/%s", rdir, revision);
     char *slash = strrchr(path, '/');
     *slash = '\0';
-    if (mkdirs(path, st))
+    if (gm_mkdir_p(path, st))
         return st->code;
     *slash = '/';
     return gm_write_file(path, commit, strlen(commit), st);
@@ -637,7 +622,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         return link_blob(rdir, commit, file, etag, st);
     char blobs[PATH_MAX];
     pathf(blobs, sizeof blobs, "%s/blobs", rdir);
-    if (mkdirs(blobs, st))
+    if (gm_mkdir_p(blobs, st))
         return st->code;
 
     int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

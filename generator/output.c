@@ -27,20 +27,16 @@ int gm_remove_tree(const char *path)
 }
 
 /* mkdir -p for the folders inside the temporary tree. */
+/* mkdir -p for the folders that will hold file `path`. */
 static int make_parents(const char *path, gm_status *st)
 {
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return 0;
+    if (snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= (int)sizeof dir)
         return gm_fail(st, GM_EIO, "%s: path too long", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    return 0;
+    return gm_mkdir_p(dir, st);
 }
 
 static int exists(const char *path)

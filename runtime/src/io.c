@@ -99,3 +99,19 @@ fail:
     return st->code;
 }
 
+
+int gm_mkdir_p(const char *dir, gm_status *st)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s/", dir) >= (int)sizeof buf)
+        return gm_fail(st, GM_EIO, "%s: path too long", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    return 0;
+}

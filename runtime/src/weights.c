@@ -67,9 +67,16 @@ static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_
     c[2] = _mm_unpacklo_epi32(b[1], b[3]), c[3] = _mm_unpackhi_epi32(b[1], b[3]);
     c[4] = _mm_unpacklo_epi32(b[4], b[6]), c[5] = _mm_unpackhi_epi32(b[4], b[6]);
     c[6] = _mm_unpacklo_epi32(b[5], b[7]), c[7] = _mm_unpackhi_epi32(b[5], b[7]);
-    for (int i = 0; i < 4; i++) {
-        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
-        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+    if (((uintptr_t)dst | ld * 2) % 16 == 0) { /* aligned: stream past the cache, no read for ownership */
+        for (int i = 0; i < 4; i++) {
+            _mm_stream_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
+            _mm_stream_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+        }
+    } else {
+        for (int i = 0; i < 4; i++) {
+            _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
+            _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+        }
     }
 }
 #endif
@@ -79,12 +86,16 @@ static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t r
 {
     size_t c = 0, r = 0;
 #ifdef __SSE2__
-    for (; r + 8 <= n; r += 8)
-        for (c = 0; c + 8 <= cols; c += 8)
-            transpose8(dst + c * rows + r0 + r, rows, blk + r * cols + c, cols);
-    for (size_t rr = 0; rr < r; rr++) /* columns left over past the last group of 8 */
+    const size_t n8 = n / 8 * 8;
+    /* columns outer: each destination row's run of n values is written whole, once */
+    for (c = 0; c + 8 <= cols; c += 8)
+        for (size_t rr = 0; rr < n8; rr += 8)
+            transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+    for (size_t rr = 0; rr < n8; rr++) /* columns left over past the last group of 8 */
         for (size_t cc = c; cc < cols; cc++)
             dst[cc * rows + r0 + rr] = blk[rr * cols + cc];
+    r = n8;
+    _mm_sfence();
 #endif
     for (; r < n; r++) /* rows left over */
         for (size_t cc = 0; cc < cols; cc++)

@@ -12,4 +12,7 @@ int gm_read_file(const char *path, size_t max, char **data, size_t *len, gm_stat
 /* Write data to path via path.tmp, fsync, then rename: never a half-written file. */
 int gm_write_file(const char *path, const void *data, size_t len, gm_status *st);
 
+/* mkdir -p: dir and every folder above it (0755). */
+int gm_mkdir_p(const char *dir, gm_status *st);
+
 #endif

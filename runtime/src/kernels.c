@@ -134,11 +134,23 @@ static void matmul_band(void *ctx, int i)
         const int k1 = k0 + KB < j->K ? k0 + KB : j->K, kb = k1 - k0;
         j->pack(packed, j->W, j->N, k0, k1, n0, vec_end - n0, NR);
         float *p;
-        /* each block of MR rows of X stays in L1 while it passes over the band's panels */
+        /*
+        ** Each block of MR rows of X stays in L1 while it passes over the
+        ** band's panels. Meanwhile the next k-block's rows of W are fetched
+        ** into the cache a few at a time, so the next pack does not wait
+        ** for memory.
+        */
+        const int next_end = k1 + KB < j->K ? k1 + KB : j->K;
+        const int calls = ((j->T + MR - 1) / MR) * ((vec_end - n0 + NR - 1) / NR);
+        const int per_call = calls > 0 ? (next_end - k1 + calls - 1) / calls : 0;
+        int ahead = k1;
         for (int t = 0; t < j->T; t += MR) {
             p = packed;
             for (int n = n0; n < vec_end; n += NR) {
                 const int nr = vec_end - n < NR ? vec_end - n : NR;
+                for (int r = 0; r < per_call && ahead < next_end; r++, ahead++)
+                    for (int b = 0; b < (n1 - n0) * 2; b += 64)
+                        __builtin_prefetch((const char *)(j->W + (long)ahead * j->N + n0) + b, 0, 2);
                 j->micro(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K + k0, j->K, p, kb, nr,
                          j->T - t < MR ? j->T - t : MR);
                 p += (long)kb * nr;

@@ -1,14 +1,29 @@
 #include "fuzz_util.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char dir[256];
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void remove_scratch(void)
+{
+    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *fz_scratch(void)
 {
-    static char dir[256];
     if (dir[0])
         return dir;
     struct stat sb;
@@ -18,6 +33,7 @@ const char *fz_scratch(void)
         perror("mkdtemp");
         abort();
     }
+    atexit(remove_scratch);
     return dir;
 }
 

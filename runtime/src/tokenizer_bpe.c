@@ -606,8 +606,8 @@ int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, t
         }
         h = tk_hash(w, n);
         slot = cache_find(s, w, n, h);
-        if (slot->key_len != UINT32_MAX)
-            return tk_ids_put(out, s->cache_ids.p + slot->ids_off, slot->ids_n);
+        if (slot->key_len != UINT32_MAX) // a word of no ids may be cached before any id is (NULL + 0)
+            return slot->ids_n ? tk_ids_put(out, s->cache_ids.p + slot->ids_off, slot->ids_n) : 0;
     }
     if (initial_symbols(t, s, w, n) != 0)
         return -1;

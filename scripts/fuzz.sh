@@ -42,6 +42,7 @@ for h in "${harnesses[@]}"; do
   mkdir -p "$corpus/$h" "$seeds/$h" fuzz/regress/"$h"
   log="$corpus/$h.log"
   rc=0
+  start=$SECONDS
   # one process (no -jobs/-fork), a 10 s limit per input and 2 GB of memory:
   # a slow or memory-hungry input is a finding too
   nice -n 19 "$build/fuzz/$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
@@ -51,7 +52,7 @@ for h in "${harnesses[@]}"; do
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   if [ $rc -eq 0 ]; then result=ok; else result="FAILED (exit $rc, see $log)"; status=1; fi
-  printf '%-22s %8s %12s %8s %8s %s\n' "$h" "$secs" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
+  printf '%-22s %8s %12s %8s %8s %s\n' "$h" "$((SECONDS - start))" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
   [ $rc -eq 0 ] || grep -m3 -E 'ERROR|SUMMARY|runtime error' "$log" | sed 's/^/    /' || true
 done
 exit $status

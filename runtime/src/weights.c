@@ -67,15 +67,32 @@ static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_
     c[2] = _mm_unpacklo_epi32(b[1], b[3]), c[3] = _mm_unpackhi_epi32(b[1], b[3]);
     c[4] = _mm_unpacklo_epi32(b[4], b[6]), c[5] = _mm_unpackhi_epi32(b[4], b[6]);
     c[6] = _mm_unpacklo_epi32(b[5], b[7]), c[7] = _mm_unpackhi_epi32(b[5], b[7]);
-    if (((uintptr_t)dst | ld * 2) % 16 == 0) { /* aligned: stream past the cache, no read for ownership */
-        for (int i = 0; i < 4; i++) {
-            _mm_stream_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
-            _mm_stream_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
-        }
-    } else {
-        for (int i = 0; i < 4; i++) {
-            _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
-            _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+    for (int i = 0; i < 4; i++) {
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+    }
+}
+
+/*
+** 32 rows x 8 columns of src into 8 destination runs of 32 values (64
+** bytes, one cache line when aligned): transposed in a small buffer, then
+** each run written whole, streamed past the cache when it is aligned.
+*/
+static inline void transpose32x8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    gm_bf16 tmp[8 * 32] __attribute__((aligned(64)));
+    for (int g = 0; g < 4; g++)
+        transpose8(tmp + 8 * g, 32, src + 8 * g * ls, ls);
+    const int aligned = (((uintptr_t)dst | ld * 2) % 16) == 0;
+    for (int i = 0; i < 8; i++) {
+        const __m128i *t = (const __m128i *)(const void *)(tmp + 32 * i);
+        __m128i *d = (__m128i *)(void *)(dst + i * ld);
+        if (aligned) {
+            _mm_stream_si128(d, t[0]), _mm_stream_si128(d + 1, t[1]);
+            _mm_stream_si128(d + 2, t[2]), _mm_stream_si128(d + 3, t[3]);
+        } else {
+            _mm_storeu_si128(d, t[0]), _mm_storeu_si128(d + 1, t[1]);
+            _mm_storeu_si128(d + 2, t[2]), _mm_storeu_si128(d + 3, t[3]);
         }
     }
 }
@@ -88,9 +105,13 @@ static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t r
 #ifdef __SSE2__
     const size_t n8 = n / 8 * 8;
     /* columns outer: each destination row's run of n values is written whole, once */
-    for (c = 0; c + 8 <= cols; c += 8)
-        for (size_t rr = 0; rr < n8; rr += 8)
-            transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+    for (c = 0; c + 8 <= cols; c += 8) {
+        if (n8 == 32)
+            transpose32x8(dst + c * rows + r0, rows, blk + c, cols);
+        else
+            for (size_t rr = 0; rr < n8; rr += 8)
+                transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+    }
     for (size_t rr = 0; rr < n8; rr++) /* columns left over past the last group of 8 */
         for (size_t cc = c; cc < cols; cc++)
             dst[cc * rows + r0 + rr] = blk[rr * cols + cc];

@@ -525,9 +525,9 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
-            char *q = tmp->p + start;
             size_t qn = tmp->n - start;
-            char *sp = memchr(q, ' ', qn);
+            char *q = qn ? tmp->p + start : ""; // an empty first merge leaves tmp unallocated (NULL + 0)
+            char *sp = qn ? memchr(q, ' ', qn) : NULL;
             if (sp == NULL || memchr(sp + 1, ' ', qn - (size_t)(sp + 1 - q)) != NULL) {
                 rc = gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: expected \"left right\" with one space, found '%.*s'",
                              t->path, index, (int)(qn > 64 ? 64 : qn), q);

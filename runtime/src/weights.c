@@ -8,9 +8,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 #include "gm/pool.h"
 
@@ -28,122 +25,6 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
         snprintf(buf, size, s->hf_name, layer);
     else
         snprintf(buf, size, "%s", s->hf_name);
-}
-
-/* ---------------------------------------------------------------------- */
-/* conversion and transposition */
-
-static void convert_run(gm_bf16 *dst, const uint8_t *src, size_t n, st_dtype dtype)
-{
-    if (dtype == ST_BF16) {
-        memcpy(dst, src, n * 2);
-    } else if (dtype == ST_F16) {
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            dst[i] = gm_f32_to_bf16(gm_f16_to_f32(h));
-        }
-    } else { /* ST_F32: round to nearest even */
-        for (size_t i = 0; i < n; i++) {
-            float f;
-            memcpy(&f, src + 4 * i, 4);
-            dst[i] = gm_f32_to_bf16(f);
-        }
-    }
-}
-
-#ifdef __SSE2__
-/* An 8 x 8 block of 16-bit values: rows of src (stride ls) to rows of dst (stride ld). */
-static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
-{
-    __m128i a[8], b[8], c[8];
-    for (int i = 0; i < 8; i++)
-        a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ls));
-    for (int i = 0; i < 4; i++) {
-        b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
-        b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
-    }
-    c[0] = _mm_unpacklo_epi32(b[0], b[2]), c[1] = _mm_unpackhi_epi32(b[0], b[2]);
-    c[2] = _mm_unpacklo_epi32(b[1], b[3]), c[3] = _mm_unpackhi_epi32(b[1], b[3]);
-    c[4] = _mm_unpacklo_epi32(b[4], b[6]), c[5] = _mm_unpackhi_epi32(b[4], b[6]);
-    c[6] = _mm_unpacklo_epi32(b[5], b[7]), c[7] = _mm_unpackhi_epi32(b[5], b[7]);
-    for (int i = 0; i < 4; i++) {
-        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
-        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
-    }
-}
-
-/*
-** 32 rows x 8 columns of src into 8 destination runs of 32 values (64
-** bytes, one cache line when aligned): transposed in a small buffer, then
-** each run written whole, streamed past the cache when it is aligned.
-*/
-static inline void transpose32x8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
-{
-    gm_bf16 tmp[8 * 32] __attribute__((aligned(64)));
-    for (int g = 0; g < 4; g++)
-        transpose8(tmp + 8 * g, 32, src + 8 * g * ls, ls);
-    const int aligned = (((uintptr_t)dst | ld * 2) % 16) == 0;
-    for (int i = 0; i < 8; i++) {
-        const __m128i *t = (const __m128i *)(const void *)(tmp + 32 * i);
-        __m128i *d = (__m128i *)(void *)(dst + i * ld);
-        if (aligned) {
-            _mm_stream_si128(d, t[0]), _mm_stream_si128(d + 1, t[1]);
-            _mm_stream_si128(d + 2, t[2]), _mm_stream_si128(d + 3, t[3]);
-        } else {
-            _mm_storeu_si128(d, t[0]), _mm_storeu_si128(d + 1, t[1]);
-            _mm_storeu_si128(d + 2, t[2]), _mm_storeu_si128(d + 3, t[3]);
-        }
-    }
-}
-#endif
-
-/* A block of n (<= BLOCK) rows of bf16, row-major in blk, into columns [r0, r0 + n) of dst (cols, rows). */
-static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
-{
-    size_t c = 0, r = 0;
-#ifdef __SSE2__
-    const size_t n8 = n / 8 * 8;
-    /* columns outer: each destination row's run of n values is written whole, once */
-    for (c = 0; c + 8 <= cols; c += 8) {
-        if (n8 == 32)
-            transpose32x8(dst + c * rows + r0, rows, blk + c, cols);
-        else
-            for (size_t rr = 0; rr < n8; rr += 8)
-                transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
-    }
-    for (size_t rr = 0; rr < n8; rr++) /* columns left over past the last group of 8 */
-        for (size_t cc = c; cc < cols; cc++)
-            dst[cc * rows + r0 + rr] = blk[rr * cols + cc];
-    r = n8;
-    _mm_sfence();
-#endif
-    for (; r < n; r++) /* rows left over */
-        for (size_t cc = 0; cc < cols; cc++)
-            dst[cc * rows + r0 + r] = blk[r * cols + cc];
-}
-
-void gm_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
-                     size_t r1, int transpose)
-{
-    enum { BLOCK = 32 };
-    const size_t es = st_dtype_size(dtype);
-    if (!transpose) {
-        convert_run(dst + r0 * cols, src, (r1 - r0) * cols, dtype);
-        return;
-    }
-    gm_bf16 *tmp = dtype == ST_BF16 ? NULL : malloc(BLOCK * cols * 2);
-    for (size_t r = r0; r < r1; r += BLOCK) {
-        const size_t n = r1 - r < BLOCK ? r1 - r : BLOCK;
-        const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;
-        const gm_bf16 *blk = (const gm_bf16 *)(const void *)s;
-        if (tmp) {
-            convert_run(tmp, s, n * cols, dtype);
-            blk = tmp;
-        }
-        transpose_block(dst, blk, n, rows, cols, r);
-    }
-    free(tmp);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -202,7 +83,7 @@ static void load_piece(void *ctx, int i)
             got += (size_t)k;
         }
         if (!direct)
-            gm_convert_rows(p->dst, bounce, p->t->dtype, rows, cols, r, r + n, p->transpose);
+            st_convert_rows(p->dst, bounce, p->t->dtype, rows, cols, r, r + n, p->transpose);
     }
     free(bounce);
 }

@@ -125,6 +125,15 @@ int st_model_check(const st_model *m, const char *name, int rank, const int64_t 
 void st_model_source(const st_model *m, const st_tensor *t, const char **dir, const char **file,
                      uint64_t *offset);
 
+/*
+** Rows [r0, r1) of a (rows, cols) BF16, F16 or F32 tensor into dst, which
+** holds the whole tensor as bf16 (round to nearest even): row-major as is,
+** or transposed to (cols, rows). src points at row r0. The one conversion
+** both st_model_load_bf16 and the parallel weights loader use.
+*/
+void st_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
+                     size_t r1, int transpose);
+
 /* The raw bytes of a tensor inside the mapping (valid until close). */
 const void *st_model_data(const st_model *m, const st_tensor *t);
 

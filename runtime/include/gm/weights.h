@@ -65,12 +65,4 @@ const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spe
                                size_t n_specs, const char *name,
                                const gm_tensor_spec **spec);
 
-/*
-** Rows [r0, r1) of a (rows, cols) tensor of dtype into dst, which holds the
-** whole tensor as bf16: row-major as is, or transposed to (cols, rows).
-** src points at row r0. Exposed for tests and benchmarks.
-*/
-void gm_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
-                     size_t r1, int transpose);
-
 #endif

@@ -295,6 +295,20 @@ static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revisi
     return 0;
 }
 
+/*
+** Cache a fetched small file under its blob name: the git ETag the Hub
+** gives (hex), else the sha256 of the bytes.
+*/
+static int cache_file(const char *rdir, const char *commit, const char *file, const gm_xfer *x, gm_status *st)
+{
+    char blob[160];
+    if (x->etag[0] && strspn(x->etag, "0123456789abcdef") == strlen(x->etag))
+        pathf(blob, sizeof blob, "%s", x->etag);
+    else
+        sha256_hex(x->body, x->len, blob);
+    return cache_put(rdir, commit, file, blob, x->body, x->len, st);
+}
+
 static int offline_missing(const char *repo, const char *what, const char *where, gm_status *st)
 {
     return gm_fail(st, GM_EMISSING, "%s: HF_HUB_OFFLINE=1 and the cache has no %s (looked in %s); "
@@ -337,12 +351,7 @@ int gm_hub_fetch_config(gm_hub *h, const char *repo, const char *revision,
         gm_fail(st, GM_ENET, "%s: the Hub gave no commit id (X-Repo-Commit) for revision '%s'", repo, revision);
         goto out;
     }
-    char blob[160];
-    if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
-        pathf(blob, sizeof blob, "%s", x.etag);
-    else
-        sha256_hex(x.body, x.len, blob);
-    if (cache_put(rdir, commit, "config.json", blob, x.body, x.len, st) || write_ref(rdir, revision, commit, st))
+    if (cache_file(rdir, commit, "config.json", &x, st) || write_ref(rdir, revision, commit, st))
         goto out;
     pathf(dir, dir_size, "%s/snapshots/%s", rdir, commit);
 out:
@@ -498,15 +507,11 @@ out:
 /* Cache the index of a sharded repo; 1 when the repo has none (a 404). */
 static int fetch_index(gm_hub *h, const char *repo, const char *dir, gm_status *st)
 {
-    char rdir[PATH_MAX], blob[160];
+    char rdir[PATH_MAX];
     rdir_of(dir, rdir, sizeof rdir);
     gm_xfer x;
     if (get_small(h, &x, repo, commit_of(dir), "model.safetensors.index.json", st) == 0) {
-        if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
-            pathf(blob, sizeof blob, "%s", x.etag);
-        else
-            sha256_hex(x.body, x.len, blob);
-        cache_put(rdir, commit_of(dir), "model.safetensors.index.json", blob, x.body, x.len, st);
+        cache_file(rdir, commit_of(dir), "model.safetensors.index.json", &x, st);
     }
     gm_xfer_free(&x);
     return st->code;
@@ -697,18 +702,14 @@ out:
 /* A file the repo may or may not have (tokenizer.json ...): cached when there, skipped on a 404. */
 static int fetch_optional(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
 {
-    char rdir[PATH_MAX], blob[160];
+    char rdir[PATH_MAX];
     if (has(dir, file, "") || h->offline)
         return 0;
     rdir_of(dir, rdir, sizeof rdir);
     gm_xfer x;
     gm_status probe = {0};
     if (get_small(h, &x, repo, commit_of(dir), file, &probe) == 0) {
-        if (x.etag[0] && strspn(x.etag, "0123456789abcdef") == strlen(x.etag))
-            pathf(blob, sizeof blob, "%s", x.etag);
-        else
-            sha256_hex(x.body, x.len, blob);
-        cache_put(rdir, commit_of(dir), file, blob, x.body, x.len, st);
+        cache_file(rdir, commit_of(dir), file, &x, st);
     } else if (probe.code != GM_EMISSING) {
         *st = probe;
     }

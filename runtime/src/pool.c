@@ -1,20 +1,34 @@
-/* A fixed thread pool with work handed out by an atomic counter. */
+/*
+** A fixed thread pool with work handed out by an atomic counter.
+**
+** A forward pass is a chain of short parallel runs (a decode step is about
+** 250 of them, each a fraction of a millisecond), so waking a sleeping
+** thread for each would cost more than the run. Workers therefore spin for
+** a while after a run, watching for the next one, and only then sleep on
+** the condition variable; the caller spins likewise for the workers to
+** finish. An idle pool sleeps after SPIN_NS.
+*/
 #include "gm/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
+
+enum { SPIN_NS = 200 * 1000 };
 
 struct gm_pool {
     int n_threads;
     pthread_t *workers;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    unsigned long generation; /* bumped for every run */
-    int busy;                 /* workers still inside the current run */
-    int stop;
-    /* the current run */
+    atomic_ulong generation; /* bumped for every run */
+    atomic_int busy;         /* workers still inside the current run */
+    atomic_int stop;
+    int sleepers;            /* workers waiting on wake (under mu) */
+    int caller_waits;        /* the caller waits on done (under mu) */
+    /* the current run, written before generation is bumped */
     void (*fn)(void *, int);
     void *ctx;
     int n;
@@ -27,24 +41,68 @@ static void drain(gm_pool *p)
         p->fn(p->ctx, i);
 }
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Spin until done(p, arg) holds or SPIN_NS pass; whether it holds. */
+static int spin_until(gm_pool *p, int (*done)(gm_pool *, unsigned long), unsigned long arg)
+{
+    const long long end = now_ns() + SPIN_NS;
+    for (int i = 1;; i++) {
+        if (done(p, arg))
+            return 1;
+        relax();
+        if (i % 256 == 0 && now_ns() > end)
+            return done(p, arg);
+    }
+}
+
+static int new_run(gm_pool *p, unsigned long seen)
+{
+    return atomic_load(&p->stop) || atomic_load(&p->generation) != seen;
+}
+
+static int all_done(gm_pool *p, unsigned long unused)
+{
+    (void)unused;
+    return atomic_load(&p->busy) == 0;
+}
+
 static void *worker(void *arg)
 {
     gm_pool *p = arg;
     unsigned long seen = 0;
-    pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->stop && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->stop)
+        if (!spin_until(p, new_run, seen)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleepers++;
+            while (!new_run(p, seen))
+                pthread_cond_wait(&p->wake, &p->mu);
+            p->sleepers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop))
             break;
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        seen = atomic_load(&p->generation);
         drain(p);
-        pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0)
-            pthread_cond_signal(&p->done);
+        if (atomic_fetch_sub(&p->busy, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_waits)
+                pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -75,14 +133,20 @@ gm_pool *gm_pool_new(int threads)
     return p;
 }
 
+static void wake_sleepers(gm_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->sleepers)
+        pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void gm_pool_free(gm_pool *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->stop, 1);
+    wake_sleepers(p);
     for (int i = 0; i < p->n_threads - 1; i++)
         pthread_join(p->workers[i], NULL);
     pthread_mutex_destroy(&p->mu);
@@ -104,18 +168,20 @@ void gm_pool_run(gm_pool *p, int n, void (*fn)(void *ctx, int i), void *ctx)
             fn(ctx, i);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
     atomic_store(&p->next, 0);
-    p->busy = p->n_threads - 1;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->busy, p->n_threads - 1);
+    atomic_fetch_add(&p->generation, 1); /* publishes the run to spinning workers */
+    wake_sleepers(p);
     drain(p);
-    pthread_mutex_lock(&p->mu);
-    while (p->busy > 0)
-        pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    if (!spin_until(p, all_done, 0)) {
+        pthread_mutex_lock(&p->mu);
+        p->caller_waits = 1;
+        while (atomic_load(&p->busy) > 0)
+            pthread_cond_wait(&p->done, &p->mu);
+        p->caller_waits = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
 }

@@ -85,54 +85,65 @@ const char *gm_kernels_name(void) { return use_avx2() ? "avx2+fma" : "portable";
 
 /* ---------------------------------------------------------------------- */
 
+/*
+** One call: X against one or more weights. Task t of a blocked run is band
+** t - first[i] of output i (first[] counts the bands before each output);
+** a one-row run splits the outputs' columns, laid end to end, into equal
+** parts, one per thread.
+*/
 typedef struct mm_job {
-    float *Y;
     const float *X;
-    const gm_bf16 *W, *bias;
-    int T, K, N, round;
+    int T, K, round, n_outs;
+    const gm_out *outs;
+    int first[GM_MAX_OUTS + 1];
+    int part; /* one row: concatenated columns per thread */
     gm_pack_fn pack;
     gm_micro_fn micro;
     gm_gemv_fn gemv;
-    gm_dot_fn dot;
-    int band; /* gemv: columns per thread */
 } mm_job;
 
-/* The bias and the one rounding of every output of columns [n0, n1). */
-static void finish(const mm_job *j, int n0, int n1)
+/* The bias and the one rounding of columns [n0, n1) of output o. */
+static void finish(const mm_job *j, const gm_out *o, int n0, int n1)
 {
-    if (use_avx2()) {
-        for (int t = 0; t < j->T; t++)
-            gm_finish_avx2(j->Y + (long)t * j->N + n0, j->bias ? j->bias + n0 : NULL, n1 - n0, j->round);
-        return;
-    }
     for (int t = 0; t < j->T; t++) {
-        float *y = j->Y + (long)t * j->N;
-        for (int n = n0; n < n1; n++) {
+        float *y = o->Y + (long)t * o->N + n0;
+        const gm_bf16 *b = o->bias ? o->bias + n0 : NULL;
+        if (use_avx2()) {
+            gm_finish_avx2(y, b, n1 - n0, j->round);
+            continue;
+        }
+        for (int n = 0; n < n1 - n0; n++) {
             float v = y[n];
-            if (j->bias)
-                v += gm_bf16_to_f32(j->bias[n]);
+            if (b)
+                v += gm_bf16_to_f32(b[n]);
             y[n] = j->round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v;
         }
     }
 }
 
 /*
-** Task i: output columns [i * BAND, (i + 1) * BAND). For each k-block, the
-** band of W is widened once into packed f32 panels, which every block of
-** MR rows of X then passes over: each weight is converted once and used T
-** times from cache.
+** Task i: a band of BAND output columns of one output. For each k-block,
+** the band of W is widened once into packed f32 panels, which every block
+** of MR rows of X then passes over: each weight is converted once and used
+** T times from cache.
 */
 static void matmul_band(void *ctx, int i)
 {
     const mm_job *j = ctx;
-    const int n0 = i * BAND, n1 = n0 + BAND < j->N ? n0 + BAND : j->N;
+    int oi = 0;
+    while (i >= j->first[oi + 1])
+        oi++;
+    const gm_out *o = &j->outs[oi];
+    const int N = o->N, n0 = (i - j->first[oi]) * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
+    const gm_bf16 *W = o->W;
+    float *Y = o->Y;
     float packed[KB * BAND] __attribute__((aligned(32)));
     for (int t = 0; t < j->T; t++)
-        memset(j->Y + (long)t * j->N + n0, 0, sizeof(float) * (size_t)(n1 - n0));
+        memset(Y + (long)t * N + n0, 0, sizeof(float) * (size_t)(n1 - n0));
     const int vec_end = n0 + (n1 - n0) / 8 * 8; /* panels cover whole groups of 8 columns */
     for (int k0 = 0; k0 < j->K; k0 += KB) {
         const int k1 = k0 + KB < j->K ? k0 + KB : j->K, kb = k1 - k0;
-        j->pack(packed, j->W, j->N, k0, k1, n0, vec_end - n0, NR);
+        j->pack(packed, W, N, k0, k1, n0, vec_end - n0, NR);
         float *p;
         /*
         ** Each block of MR rows of X stays in L1 while it passes over the
@@ -150,8 +161,8 @@ static void matmul_band(void *ctx, int i)
                 const int nr = vec_end - n < NR ? vec_end - n : NR;
                 for (int r = 0; r < per_call && ahead < next_end; r++, ahead++)
                     for (int b = 0; b < (n1 - n0) * 2; b += 64)
-                        __builtin_prefetch((const char *)(j->W + (long)ahead * j->N + n0) + b, 0, 2);
-                j->micro(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K + k0, j->K, p, kb, nr,
+                        __builtin_prefetch((const char *)(W + (long)ahead * N + n0) + b, 0, 2);
+                j->micro(Y + (long)t * N + n, N, j->X + (long)t * j->K + k0, j->K, p, kb, nr,
                          j->T - t < MR ? j->T - t : MR);
                 p += (long)kb * nr;
             }
@@ -161,50 +172,77 @@ static void matmul_band(void *ctx, int i)
         for (int t = 0; t < j->T; t++) {
             float s = 0.0f;
             for (int k = 0; k < j->K; k++)
-                s += j->X[(long)t * j->K + k] * gm_bf16_to_f32(j->W[(long)k * j->N + n]);
-            j->Y[(long)t * j->N + n] = s;
+                s += j->X[(long)t * j->K + k] * gm_bf16_to_f32(W[(long)k * N + n]);
+            Y[(long)t * N + n] = s;
         }
-    finish(j, n0, n1);
+    finish(j, o, n0, n1);
 }
 
 /*
-** One row of X: memory-bound, so W is streamed once with no packing, each
-** thread taking one wide band of columns so that it reads long runs of
-** every row.
+** One row of X: memory-bound, so W is streamed once with no packing. Task i
+** takes part i of the outputs' columns laid end to end: with two threads
+** and two equal outputs (gate and up), each thread reads one whole matrix
+** front to back.
 */
-static void gemv_band(void *ctx, int i)
+static void gemv_part(void *ctx, int i)
 {
     const mm_job *j = ctx;
-    const int n0 = i * j->band, n1 = n0 + j->band < j->N ? n0 + j->band : j->N;
-    if (n0 >= n1)
+    const int c0 = i * j->part, c1 = c0 + j->part;
+    for (int oi = 0, base = 0; oi < j->n_outs; base += j->outs[oi].N, oi++) {
+        const gm_out *o = &j->outs[oi];
+        const int n0 = c0 > base ? c0 - base : 0, n1 = c1 - base < o->N ? c1 - base : o->N;
+        if (n0 < n1) {
+            j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1);
+            finish(j, o, n0, n1);
+        }
+    }
+}
+
+void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round)
+{
+    const int avx2 = use_avx2();
+    mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs,
+                .pack = avx2 ? gm_pack_avx2 : pack_portable, .micro = avx2 ? gm_micro_avx2 : micro_portable,
+                .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};
+    int cols = 0;
+    for (int i = 0; i < n_outs; i++) {
+        j.first[i + 1] = j.first[i] + (outs[i].N + BAND - 1) / BAND;
+        cols += outs[i].N;
+    }
+    if (T > 1) {
+        gm_pool_run(p, j.first[n_outs], matmul_band, &j);
         return;
-    j->gemv(j->Y, j->X, j->W, j->N, j->K, n0, n1);
-    finish(j, n0, n1);
+    }
+    const int threads = gm_pool_threads(p);
+    j.part = ((cols + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
+    gm_pool_run(p, threads, gemv_part, &j);
 }
 
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,
                int round)
 {
-    const int avx2 = use_avx2();
-    mm_job j = {Y, X, W, bias, T, K, N, round, avx2 ? gm_pack_avx2 : pack_portable,
-                avx2 ? gm_micro_avx2 : micro_portable, avx2 ? gm_gemv_avx2 : gemv_portable, NULL, 0};
-    if (T == 1) {
-        const int threads = gm_pool_threads(p);
-        j.band = ((N + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
-        gm_pool_run(p, threads, gemv_band, &j);
-    }
-    else
-        gm_pool_run(p, (N + BAND - 1) / BAND, matmul_band, &j);
+    const gm_out o = {Y, W, bias, N};
+    gm_matmul_outs(p, X, T, K, &o, 1, round);
 }
 
-/* Task i: outputs [i * BAND, (i + 1) * BAND) of Y = X @ W^T. */
+/* Y = X @ W^T, one band of BAND outputs per task. */
+typedef struct nt_job {
+    float *Y;
+    const float *X;
+    const gm_bf16 *W;
+    int T, K, N, round;
+    gm_dot_fn dot;
+} nt_job;
+
 static void matmul_nt_band(void *ctx, int i)
 {
-    const mm_job *j = ctx;
+    const nt_job *j = ctx;
+    const gm_out o = {j->Y, j->W, NULL, j->N};
+    const mm_job fin = {.T = j->T, .round = j->round};
     const int n0 = i * BAND, n1 = n0 + BAND < j->N ? n0 + BAND : j->N;
     if (j->T == 1 && j->dot == gm_dot_avx2) { /* the LM head in decode and lite prefill */
         gm_dot_rows_avx2(j->Y, j->X, j->W, j->K, n0, n1);
-        finish(j, n0, n1);
+        finish(&fin, &o, n0, n1);
         return;
     }
     for (int t = 0; t < j->T; t += MR) {
@@ -212,12 +250,12 @@ static void matmul_nt_band(void *ctx, int i)
         for (int n = n0; n < n1; n++)
             j->dot(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K, j->K, j->W + (long)n * j->K, j->K, rows);
     }
-    finish(j, n0, n1);
+    finish(&fin, &o, n0, n1);
 }
 
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N, int round)
 {
-    mm_job j = {Y, X, W, NULL, T, K, N, round, NULL, NULL, NULL, use_avx2() ? gm_dot_avx2 : dot_portable, 0};
+    nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable};
     gm_pool_run(p, (N + BAND - 1) / BAND, matmul_nt_band, &j);
 }
 

@@ -4,6 +4,8 @@
 
 #include "kernels_impl.h"
 
+enum { GEMV_AHEAD = 32 }; /* rows */
+
 /* 8 bf16 -> 8 f32: widen to 32 bits and shift into the high half. */
 static inline __m256 load8(const gm_bf16 *w)
 {
@@ -128,8 +130,11 @@ void gm_micro_avx2(float *Y, long ldy, const float *X, long ldx, const float *P,
 void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1)
 {
     /*
-    ** Rows of W in order, four at a time: four long contiguous streams, the
-    ** band's sums kept in y (L1). Each sum still adds its k terms in order.
+    ** Rows of W in order, four at a time, the band's sums kept in y (L1);
+    ** each sum still adds its k terms in order. A band is a short run of
+    ** each row, too short for the hardware prefetcher, so each step also
+    ** fetches one cache line of the rows AHEAD rows further on: the
+    ** memory reads stay in flight while the sums are done.
     */
     const int n8 = n0 + (n1 - n0) / 8 * 8;
     for (int n = n0; n < n1; n++)
@@ -139,7 +144,11 @@ void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, i
         const gm_bf16 *w0 = W + (long)k * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
         const __m256 b0 = _mm256_broadcast_ss(x + k), b1 = _mm256_broadcast_ss(x + k + 1);
         const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
-        for (int n = n0; n < n8; n += 8) {
+        const char *ahead = (const char *)(w0 + GEMV_AHEAD * ldw + n0);
+        const int fetch = k + GEMV_AHEAD + 4 <= K;
+        for (int n = n0, i = 0; n < n8; n += 8, i++) {
+            if (fetch) /* step i: line i / 4 of row i % 4 */
+                _mm_prefetch(ahead + (i & 3) * ldw * 2 + (i >> 2) * 64, _MM_HINT_T0);
             __m256 a = _mm256_loadu_ps(y + n);
             a = _mm256_fmadd_ps(b0, load8(w0 + n), a);
             a = _mm256_fmadd_ps(b1, load8(w1 + n), a);

@@ -131,9 +131,8 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         for (int t = 0; t < n; t++)
             rms_norm(s, s->h + (long)t * H, s->x + (long)t * H, w->attn_norm, H);
         /* q/k/v projections, the bias (Qwen2) inside the one rounding, before RoPE */
-        gm_matmul(s->pool, s->q, s->h, w->wq, w->bq, n, H, qw, round);
-        gm_matmul(s->pool, kc, s->h, w->wk, w->bk, n, H, kvw, round);
-        gm_matmul(s->pool, vc, s->h, w->wv, w->bv, n, H, kvw, round);
+        const gm_out qkv[] = {{s->q, w->wq, w->bq, qw}, {kc, w->wk, w->bk, kvw}, {vc, w->wv, w->bv, kvw}};
+        gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
         for (int t = 0; t < n; t++) {
             for (int hh = 0; hh < s->nh; hh++) {
                 float *q = s->q + (long)t * qw + hh * hd;
@@ -156,8 +155,8 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 
         for (int t = 0; t < n; t++)
             rms_norm(s, s->h + (long)t * H, s->x + (long)t * H, w->ffn_norm, H);
-        gm_matmul(s->pool, s->g, s->h, w->w_gate, NULL, n, H, F, round);
-        gm_matmul(s->pool, s->u, s->h, w->w_up, NULL, n, H, F, round);
+        const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
+        gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
         for (long i = 0; i < (long)n * F; i++) {
             const float g = s->g[i];
             const float a = bf(s, g / (1.0f + expf(-g))); /* SiLU in fp32, rounded once */

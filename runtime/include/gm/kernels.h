@@ -20,6 +20,22 @@
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
                int T, int K, int N, int round);
 
+/* One output of gm_matmul_outs: Y[T][N] = X @ W[K][N] (+ bias[N]; bias may be NULL). */
+typedef struct gm_out {
+    float *Y;
+    const gm_bf16 *W, *bias;
+    int N;
+} gm_out;
+
+enum { GM_MAX_OUTS = 4 };
+
+/*
+** gm_matmul for up to GM_MAX_OUTS outputs that share the input X (q, k and
+** v; gate and up) in one parallel run: the threads split the work of all of
+** them, so each reads longer runs of memory and none waits between them.
+*/
+void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round);
+
 /*
 ** Y[T][N] = X[T][K] @ W[N][K]^T: W's rows are the outputs, as the (vocab, emb)
 ** lm_head and embedding table are stored.

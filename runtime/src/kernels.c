@@ -7,15 +7,15 @@
 #include "kernels_impl.h"
 
 enum {
-    NR = 24,       /* panel width: the register tile's columns */
-    MR = 4,        /* register tile rows */
-    KB = 256,      /* k-block: a packed panel (KB x NR floats, 24 KB) stays in L1 */
-    BAND = 192,    /* output columns per task (eight panels); the task's packed block (192 KB) stays in L2 */
-    GEMV_MIN = 64  /* gemv bands are whole multiples of this many columns */
+    BAND = GM_BAND,
+    CHUNK = 4,    /* neighbouring bands per task: each fetches the next one's first k-block */
+    NR = 24,      /* portable: packed panel width and register tile columns */
+    MR = 4,       /* portable: register tile rows */
+    GEMV_MIN = 64 /* one-row parts are whole multiples of this many columns */
 };
 
 /* ---------------------------------------------------------------------- */
-/* portable pieces, the same shapes as the AVX2 ones */
+/* the portable kernels */
 
 static void pack_portable(float *dst, const gm_bf16 *W, long ldw, int k0, int k1, int n0, int ncols, int nr)
 {
@@ -44,6 +44,38 @@ static void micro_portable(float *Y, long ldy, const float *X, long ldx, const f
         }
         memcpy(Y + r * ldy, acc, sizeof(float) * (size_t)nr);
     }
+}
+
+/*
+** The portable band: for each k-block, the band of W is widened once into
+** packed f32 panels, which every block of MR rows of X then passes over.
+*/
+static void band_portable(const gm_band *b)
+{
+    float packed[KB * BAND];
+    const int vec_end = b->n0 + (b->n1 - b->n0) / 8 * 8;
+    for (int t = 0; t < b->T; t++)
+        memset(b->Y + (long)t * b->ldy + b->n0, 0, sizeof(float) * (size_t)(b->n1 - b->n0));
+    for (int k0 = 0; k0 < b->K; k0 += KB) {
+        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
+        pack_portable(packed, b->W, b->ldw, k0, k1, b->n0, vec_end - b->n0, NR);
+        for (int t = 0; t < b->T; t += MR) {
+            const float *p = packed;
+            for (int n = b->n0; n < vec_end; n += NR) {
+                const int nr = vec_end - n < NR ? vec_end - n : NR;
+                micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb, nr,
+                               b->T - t < MR ? b->T - t : MR);
+                p += (long)kb * nr;
+            }
+        }
+    }
+    for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
+        for (int n = vec_end; n < b->n1; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < b->K; k++)
+                s += b->X[(long)t * b->ldx + k] * gm_bf16_to_f32(b->W[(long)k * b->ldw + n]);
+            b->Y[(long)t * b->ldy + n] = s;
+        }
 }
 
 static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1)
@@ -86,8 +118,8 @@ const char *gm_kernels_name(void) { return use_avx2() ? "avx2+fma" : "portable";
 /* ---------------------------------------------------------------------- */
 
 /*
-** One call: X against one or more weights. Task t of a blocked run is band
-** t - first[i] of output i (first[] counts the bands before each output);
+** One call: X against one or more weights. Task t of a blocked run is chunk
+** t - first[i] of output i (first[] counts the chunks before each output);
 ** a one-row run splits the outputs' columns, laid end to end, into equal
 ** parts, one per thread.
 */
@@ -97,8 +129,7 @@ typedef struct mm_job {
     const gm_out *outs;
     int first[GM_MAX_OUTS + 1];
     int part; /* one row: concatenated columns per thread */
-    gm_pack_fn pack;
-    gm_micro_fn micro;
+    void (*band)(const gm_band *);
     gm_gemv_fn gemv;
 } mm_job;
 
@@ -122,60 +153,23 @@ static void finish(const mm_job *j, const gm_out *o, int n0, int n1)
 }
 
 /*
-** Task i: a band of BAND output columns of one output. For each k-block,
-** the band of W is widened once into packed f32 panels, which every block
-** of MR rows of X then passes over: each weight is converted once and used
-** T times from cache.
+** Task i: chunk i - first[o] of output o, up to CHUNK neighbouring bands of
+** BAND columns, in order, each fetching the next one's first rows.
 */
-static void matmul_band(void *ctx, int i)
+static void matmul_chunk(void *ctx, int i)
 {
     const mm_job *j = ctx;
     int oi = 0;
     while (i >= j->first[oi + 1])
         oi++;
     const gm_out *o = &j->outs[oi];
-    const int N = o->N, n0 = (i - j->first[oi]) * BAND, n1 = n0 + BAND < N ? n0 + BAND : N;
-    const gm_bf16 *W = o->W;
-    float *Y = o->Y;
-    float packed[KB * BAND] __attribute__((aligned(32)));
-    for (int t = 0; t < j->T; t++)
-        memset(Y + (long)t * N + n0, 0, sizeof(float) * (size_t)(n1 - n0));
-    const int vec_end = n0 + (n1 - n0) / 8 * 8; /* panels cover whole groups of 8 columns */
-    for (int k0 = 0; k0 < j->K; k0 += KB) {
-        const int k1 = k0 + KB < j->K ? k0 + KB : j->K, kb = k1 - k0;
-        j->pack(packed, W, N, k0, k1, n0, vec_end - n0, NR);
-        float *p;
-        /*
-        ** Each block of MR rows of X stays in L1 while it passes over the
-        ** band's panels. Meanwhile the next k-block's rows of W are fetched
-        ** into the cache a few at a time, so the next pack does not wait
-        ** for memory.
-        */
-        const int next_end = k1 + KB < j->K ? k1 + KB : j->K;
-        const int calls = ((j->T + MR - 1) / MR) * ((vec_end - n0 + NR - 1) / NR);
-        const int per_call = calls > 0 ? (next_end - k1 + calls - 1) / calls : 0;
-        int ahead = k1;
-        for (int t = 0; t < j->T; t += MR) {
-            p = packed;
-            for (int n = n0; n < vec_end; n += NR) {
-                const int nr = vec_end - n < NR ? vec_end - n : NR;
-                for (int r = 0; r < per_call && ahead < next_end; r++, ahead++)
-                    for (int b = 0; b < (n1 - n0) * 2; b += 64)
-                        __builtin_prefetch((const char *)(W + (long)ahead * N + n0) + b, 0, 2);
-                j->micro(Y + (long)t * N + n, N, j->X + (long)t * j->K + k0, j->K, p, kb, nr,
-                         j->T - t < MR ? j->T - t : MR);
-                p += (long)kb * nr;
-            }
-        }
+    const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
+    for (int n0 = c0; n0 < c1; n0 += BAND) {
+        const int n1 = n0 + BAND < c1 ? n0 + BAND : c1;
+        const gm_band b = {o->Y, j->X, o->W, n1 < c1 ? o->W + n1 : NULL, o->N, j->K, o->N, j->T, j->K, n0, n1};
+        j->band(&b);
+        finish(j, o, n0, n1);
     }
-    for (int n = vec_end; n < n1; n++) /* the last columns, fewer than 8 */
-        for (int t = 0; t < j->T; t++) {
-            float s = 0.0f;
-            for (int k = 0; k < j->K; k++)
-                s += j->X[(long)t * j->K + k] * gm_bf16_to_f32(W[(long)k * N + n]);
-            Y[(long)t * N + n] = s;
-        }
-    finish(j, o, n0, n1);
 }
 
 /*
@@ -202,15 +196,14 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
 {
     const int avx2 = use_avx2();
     mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs,
-                .pack = avx2 ? gm_pack_avx2 : pack_portable, .micro = avx2 ? gm_micro_avx2 : micro_portable,
-                .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};
+                .band = avx2 ? gm_band_avx2 : band_portable, .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};
     int cols = 0;
     for (int i = 0; i < n_outs; i++) {
-        j.first[i + 1] = j.first[i] + (outs[i].N + BAND - 1) / BAND;
+        j.first[i + 1] = j.first[i] + (outs[i].N + CHUNK * BAND - 1) / (CHUNK * BAND);
         cols += outs[i].N;
     }
     if (T > 1) {
-        gm_pool_run(p, j.first[n_outs], matmul_band, &j);
+        gm_pool_run(p, j.first[n_outs], matmul_chunk, &j);
         return;
     }
     const int threads = gm_pool_threads(p);

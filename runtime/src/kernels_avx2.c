@@ -1,6 +1,7 @@
 /* AVX2 + FMA pieces; this file is compiled for those instructions and only called when the CPU has them. */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
+#include <math.h>
 
 #include "kernels_impl.h"
 
@@ -13,118 +14,183 @@ static inline __m256 load8(const gm_bf16 *w)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-void gm_pack_avx2(float *dst, const gm_bf16 *W, long ldw, int k0, int k1, int n0, int ncols, int nr)
+/* ---------------------------------------------------------------------- */
+/* many rows: register tiles that widen bf16 weights as they load them */
+
+/*
+** 16 bf16 weights as 8 32-bit lanes (odd column high): shifted up, the even
+** columns (0, 2, .., 14) as f32; masked, the odd ones (1, 3, .., 15). One
+** shift and one and, neither on the FMA ports' critical path, so the tiles
+** read W as it is, with no packed copy.
+*/
+#define WIDEN16(v, even, odd)                                                                   \
+    const __m256 even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));                          \
+    const __m256 odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)))
+
+/* y[0..16) into even and odd columns, and back. */
+static inline void split16(const float *y, __m256 *even, __m256 *odd)
 {
-    /* row by row, so that W is read in contiguous runs; each row is split over the panels */
-    const int kb = k1 - k0;
-    for (int k = k0; k < k1; k++) {
-        const gm_bf16 *w = W + (long)k * ldw + n0;
-        /* the rows a little ahead, every cache line of them: W comes from memory once */
-        const char *ahead = (const char *)(w + 16 * ldw);
-        for (int b = 0; b < ncols * 2; b += 64)
-            _mm_prefetch(ahead + b, _MM_HINT_T0);
-        float *panel = dst;
-        for (int n = 0; n < ncols; n += nr) {
-            const int width = ncols - n < nr ? ncols - n : nr;
-            float *d = panel + (long)(k - k0) * width;
-            for (int j = 0; j < width; j += 8)
-                _mm256_storeu_ps(d + j, load8(w + n + j));
-            panel += (long)kb * width;
+    const __m256 a = _mm256_loadu_ps(y), b = _mm256_loadu_ps(y + 8);
+    *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+static inline void join16(float *y, __m256 even, __m256 odd)
+{
+    const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(y, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+}
+
+/*
+** Cache lines of W to fetch while a tile runs: `rows` rows from p (stride
+** bytes apart), `lines` lines of each. A tile fetches one every FETCH_EVERY
+** steps, so the next k-block is in cache by the time it is needed.
+*/
+typedef struct ahead {
+    const char *p;
+    long stride;
+    int lines, line, rows;
+} ahead;
+
+enum { FETCH_EVERY = 4 }; /* k-steps (~25 cycles of FMAs) per fetched line */
+
+static inline void fetch(ahead *a)
+{
+    if (a->rows > 0) {
+        _mm_prefetch(a->p + a->line * 64, _MM_HINT_T1);
+        if (++a->line == a->lines) {
+            a->line = 0;
+            a->p += a->stride;
+            a->rows--;
         }
     }
 }
 
 /*
-** The register tiles: 4 rows x NR columns of accumulators in named
-** registers (arrays of __m256 end up on the stack), one broadcast of X and
-** NR/8 panel loads per k.
+** Y[0..R)[0..16) (+)= X[0..R)[0..kb) @ W[0..kb)[0..16), R = 6 or 4: 2R
+** accumulators in registers, one load and two widening ops of W and R
+** broadcasts of X per k; each sum adds its k terms in order. `first`: Y
+** starts at 0. With copy set, each row of 16 weights read is also stored
+** to P, contiguous, for the later blocks of rows. Written once for both
+** R as a macro so that the accumulators stay named registers (8 of them,
+** at R = 4, are just enough to cover the FMA latency).
 */
-static void micro_24(float *Y, long ldy, const float *X, long ldx, const float *P, int kb)
-{
-    float *y0 = Y, *y1 = Y + ldy, *y2 = Y + 2 * ldy, *y3 = Y + 3 * ldy;
-    __m256 c00 = _mm256_loadu_ps(y0), c01 = _mm256_loadu_ps(y0 + 8), c02 = _mm256_loadu_ps(y0 + 16);
-    __m256 c10 = _mm256_loadu_ps(y1), c11 = _mm256_loadu_ps(y1 + 8), c12 = _mm256_loadu_ps(y1 + 16);
-    __m256 c20 = _mm256_loadu_ps(y2), c21 = _mm256_loadu_ps(y2 + 8), c22 = _mm256_loadu_ps(y2 + 16);
-    __m256 c30 = _mm256_loadu_ps(y3), c31 = _mm256_loadu_ps(y3 + 8), c32 = _mm256_loadu_ps(y3 + 16);
-    const float *x0 = X, *x1 = X + ldx, *x2 = X + 2 * ldx, *x3 = X + 3 * ldx;
-    for (int k = 0; k < kb; k++, P += 24) {
-        const __m256 w0 = _mm256_loadu_ps(P), w1 = _mm256_loadu_ps(P + 8), w2 = _mm256_loadu_ps(P + 16);
-        __m256 b = _mm256_broadcast_ss(x0 + k);
-        c00 = _mm256_fmadd_ps(b, w0, c00), c01 = _mm256_fmadd_ps(b, w1, c01), c02 = _mm256_fmadd_ps(b, w2, c02);
-        b = _mm256_broadcast_ss(x1 + k);
-        c10 = _mm256_fmadd_ps(b, w0, c10), c11 = _mm256_fmadd_ps(b, w1, c11), c12 = _mm256_fmadd_ps(b, w2, c12);
-        b = _mm256_broadcast_ss(x2 + k);
-        c20 = _mm256_fmadd_ps(b, w0, c20), c21 = _mm256_fmadd_ps(b, w1, c21), c22 = _mm256_fmadd_ps(b, w2, c22);
-        b = _mm256_broadcast_ss(x3 + k);
-        c30 = _mm256_fmadd_ps(b, w0, c30), c31 = _mm256_fmadd_ps(b, w1, c31), c32 = _mm256_fmadd_ps(b, w2, c32);
+#define TILE(R, name, copy)                                                                                         \
+    static void name(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P, int kb, \
+                     int first, ahead *fa)                                                                         \
+    {                                                                                                              \
+        ahead a = *fa;                                                                                             \
+        __m256 e0, o0, e1, o1, e2, o2, e3, o3, e4, o4, e5, o5;                                                     \
+        e0 = o0 = e1 = o1 = e2 = o2 = e3 = o3 = e4 = o4 = e5 = o5 = _mm256_setzero_ps();                           \
+        if (!first) {                                                                                              \
+            split16(Y, &e0, &o0), split16(Y + ldy, &e1, &o1);                                                      \
+            split16(Y + 2 * ldy, &e2, &o2), split16(Y + 3 * ldy, &e3, &o3);                                        \
+            if (R == 6)                                                                                            \
+                split16(Y + 4 * ldy, &e4, &o4), split16(Y + 5 * ldy, &e5, &o5);                                    \
+        }                                                                                                          \
+        const float *x0 = X, *x1 = X + ldx, *x2 = X + 2 * ldx, *x3 = X + 3 * ldx, *x4 = X + 4 * ldx;               \
+        const float *x5 = X + 5 * ldx;                                                                             \
+        for (int k = 0; k < kb; k++, W += ldw) {                                                                   \
+            if (k % FETCH_EVERY == 0)                                                                              \
+                fetch(&a);                                                                                         \
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)W);                                \
+            if (copy)                                                                                              \
+                _mm256_store_si256((__m256i *)(void *)(P + 16 * k), v);                                            \
+            WIDEN16(v, we, wo);                                                                                    \
+            __m256 b = _mm256_broadcast_ss(x0 + k);                                                                \
+            e0 = _mm256_fmadd_ps(b, we, e0), o0 = _mm256_fmadd_ps(b, wo, o0);                                      \
+            b = _mm256_broadcast_ss(x1 + k);                                                                       \
+            e1 = _mm256_fmadd_ps(b, we, e1), o1 = _mm256_fmadd_ps(b, wo, o1);                                      \
+            b = _mm256_broadcast_ss(x2 + k);                                                                       \
+            e2 = _mm256_fmadd_ps(b, we, e2), o2 = _mm256_fmadd_ps(b, wo, o2);                                      \
+            b = _mm256_broadcast_ss(x3 + k);                                                                       \
+            e3 = _mm256_fmadd_ps(b, we, e3), o3 = _mm256_fmadd_ps(b, wo, o3);                                      \
+            if (R == 6) {                                                                                          \
+                b = _mm256_broadcast_ss(x4 + k);                                                                   \
+                e4 = _mm256_fmadd_ps(b, we, e4), o4 = _mm256_fmadd_ps(b, wo, o4);                                  \
+                b = _mm256_broadcast_ss(x5 + k);                                                                   \
+                e5 = _mm256_fmadd_ps(b, we, e5), o5 = _mm256_fmadd_ps(b, wo, o5);                                  \
+            }                                                                                                      \
+        }                                                                                                          \
+        join16(Y, e0, o0), join16(Y + ldy, e1, o1), join16(Y + 2 * ldy, e2, o2), join16(Y + 3 * ldy, e3, o3);      \
+        if (R == 6)                                                                                                \
+            join16(Y + 4 * ldy, e4, o4), join16(Y + 5 * ldy, e5, o5);                                              \
+        *fa = a;                                                                                                   \
     }
-    _mm256_storeu_ps(y0, c00), _mm256_storeu_ps(y0 + 8, c01), _mm256_storeu_ps(y0 + 16, c02);
-    _mm256_storeu_ps(y1, c10), _mm256_storeu_ps(y1 + 8, c11), _mm256_storeu_ps(y1 + 16, c12);
-    _mm256_storeu_ps(y2, c20), _mm256_storeu_ps(y2 + 8, c21), _mm256_storeu_ps(y2 + 16, c22);
-    _mm256_storeu_ps(y3, c30), _mm256_storeu_ps(y3 + 8, c31), _mm256_storeu_ps(y3 + 16, c32);
-}
 
-static void micro_16(float *Y, long ldy, const float *X, long ldx, const float *P, int kb)
-{
-    float *y0 = Y, *y1 = Y + ldy, *y2 = Y + 2 * ldy, *y3 = Y + 3 * ldy;
-    __m256 c00 = _mm256_loadu_ps(y0), c01 = _mm256_loadu_ps(y0 + 8);
-    __m256 c10 = _mm256_loadu_ps(y1), c11 = _mm256_loadu_ps(y1 + 8);
-    __m256 c20 = _mm256_loadu_ps(y2), c21 = _mm256_loadu_ps(y2 + 8);
-    __m256 c30 = _mm256_loadu_ps(y3), c31 = _mm256_loadu_ps(y3 + 8);
-    const float *x0 = X, *x1 = X + ldx, *x2 = X + 2 * ldx, *x3 = X + 3 * ldx;
-    for (int k = 0; k < kb; k++, P += 16) {
-        const __m256 w0 = _mm256_loadu_ps(P), w1 = _mm256_loadu_ps(P + 8);
-        __m256 b = _mm256_broadcast_ss(x0 + k);
-        c00 = _mm256_fmadd_ps(b, w0, c00), c01 = _mm256_fmadd_ps(b, w1, c01);
-        b = _mm256_broadcast_ss(x1 + k);
-        c10 = _mm256_fmadd_ps(b, w0, c10), c11 = _mm256_fmadd_ps(b, w1, c11);
-        b = _mm256_broadcast_ss(x2 + k);
-        c20 = _mm256_fmadd_ps(b, w0, c20), c21 = _mm256_fmadd_ps(b, w1, c21);
-        b = _mm256_broadcast_ss(x3 + k);
-        c30 = _mm256_fmadd_ps(b, w0, c30), c31 = _mm256_fmadd_ps(b, w1, c31);
-    }
-    _mm256_storeu_ps(y0, c00), _mm256_storeu_ps(y0 + 8, c01);
-    _mm256_storeu_ps(y1, c10), _mm256_storeu_ps(y1 + 8, c11);
-    _mm256_storeu_ps(y2, c20), _mm256_storeu_ps(y2 + 8, c21);
-    _mm256_storeu_ps(y3, c30), _mm256_storeu_ps(y3 + 8, c31);
-}
+TILE(6, tile6, 0)
+TILE(6, tile6_copy, 1)
+TILE(4, tile4, 0)
+TILE(4, tile4_copy, 1)
 
-static void micro_8(float *Y, long ldy, const float *X, long ldx, const float *P, int kb)
-{
-    float *y0 = Y, *y1 = Y + ldy, *y2 = Y + 2 * ldy, *y3 = Y + 3 * ldy;
-    __m256 c0 = _mm256_loadu_ps(y0), c1 = _mm256_loadu_ps(y1), c2 = _mm256_loadu_ps(y2), c3 = _mm256_loadu_ps(y3);
-    for (int k = 0; k < kb; k++, P += 8) {
-        const __m256 w = _mm256_loadu_ps(P);
-        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(X + k), w, c0);
-        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(X + ldx + k), w, c1);
-        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(X + 2 * ldx + k), w, c2);
-        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(X + 3 * ldx + k), w, c3);
-    }
-    _mm256_storeu_ps(y0, c0), _mm256_storeu_ps(y1, c1), _mm256_storeu_ps(y2, c2), _mm256_storeu_ps(y3, c3);
-}
+typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, ahead *);
 
-/* Fewer than 4 rows: the same sums, one row at a time. */
-static void micro_rows(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
+/* One to three rows (the last of a call), one at a time; copies when P is given. */
+static void tile_rows(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P, int kb,
+                      int first, int rows, ahead *fa)
 {
-    for (int r = 0; r < rows; r++)
-        for (int v = 0; v < nr; v += 8) {
-            __m256 acc = _mm256_loadu_ps(Y + r * ldy + v);
-            for (int k = 0; k < kb; k++)
-                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(X + r * ldx + k), _mm256_loadu_ps(P + (long)k * nr + v), acc);
-            _mm256_storeu_ps(Y + r * ldy + v, acc);
+    for (int r = 0; r < rows; r++) {
+        __m256 e = _mm256_setzero_ps(), o = e;
+        if (!first)
+            split16(Y + r * ldy, &e, &o);
+        for (int k = 0; k < kb; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(W + k * ldw));
+            if (P && r == 0)
+                _mm256_store_si256((__m256i *)(void *)(P + 16 * k), v);
+            WIDEN16(v, we, wo);
+            const __m256 b = _mm256_broadcast_ss(X + r * ldx + k);
+            e = _mm256_fmadd_ps(b, we, e), o = _mm256_fmadd_ps(b, wo, o);
         }
+        join16(Y + r * ldy, e, o);
+    }
+    for (int k = 0; k < kb; k += FETCH_EVERY)
+        fetch(fa);
 }
 
-void gm_micro_avx2(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
+/*
+** For each k-block: the first block of rows reads the band's weights from
+** W (a strided run of each row) and leaves them in `panels`, 16 columns
+** by KB rows each, contiguous; the later blocks read them from there, so
+** they meet no cache set conflicts. Meanwhile the next k-block (or the
+** next band's first) is fetched, a line every few steps.
+*/
+void gm_band_avx2(const gm_band *b)
 {
-    if (rows < 4)
-        micro_rows(Y, ldy, X, ldx, P, kb, nr, rows);
-    else if (nr == 24)
-        micro_24(Y, ldy, X, ldx, P, kb);
-    else if (nr == 16)
-        micro_16(Y, ldy, X, ldx, P, kb);
-    else
-        micro_8(Y, ldy, X, ldx, P, kb);
+    gm_bf16 panels[KB * GM_BAND] __attribute__((aligned(32)));
+    const int T = b->T, K = b->K, n16 = b->n0 + (b->n1 - b->n0) / 16 * 16;
+    const int lines = (n16 - b->n0) * 2 / 64 + 2; /* the band's run of a row, whatever its alignment */
+    for (int k0 = 0; k0 < K; k0 += KB) {
+        const int k1 = k0 + KB < K ? k0 + KB : K, kb = k1 - k0, first = k0 == 0;
+        ahead a = {(const char *)(b->W + (long)k1 * b->ldw + b->n0), b->ldw * 2, lines, 0,
+                   (k1 + KB < K ? k1 + KB : K) - k1};
+        if (k1 == K && b->next)
+            a = (ahead){(const char *)b->next, b->ldw * 2, lines, 0, KB < K ? KB : K};
+        /* blocks of 6 rows, and of 4 where 6 would leave 1 to 3 behind */
+        for (int t = 0; t < T;) {
+            const int left = T - t, rows = left >= 10 || left == 6 ? 6 : left >= 4 ? 4 : left;
+            float *y = b->Y + (long)t * b->ldy;
+            const float *x = b->X + (long)t * b->ldx + k0;
+            const tile_fn tile = rows == 6 ? (t ? tile6 : tile6_copy) : rows == 4 ? (t ? tile4 : tile4_copy) : NULL;
+            gm_bf16 *p = panels;
+            for (int n = b->n0; n < n16; n += 16, p += 16 * kb) {
+                const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;
+                const long ldw = t ? 16 : b->ldw;
+                if (tile)
+                    tile(y + n, b->ldy, x, b->ldx, w, ldw, p, kb, first, &a);
+                else
+                    tile_rows(y + n, b->ldy, x, b->ldx, w, ldw, t ? NULL : p, kb, first, rows, &a);
+            }
+            t += rows;
+        }
+    }
+    for (int t = 0; t < T; t++) /* the last columns, fewer than 16: plain sums, in the same order */
+        for (int n = n16; n < b->n1; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++)
+                s = fmaf(b->X[(long)t * b->ldx + k], gm_bf16_to_f32(b->W[(long)k * b->ldw + n]), s);
+            b->Y[(long)t * b->ldy + n] = s;
+        }
 }
 
 void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1)

@@ -1,6 +1,7 @@
 /* Matrix kernels: cache blocking, threads and the choice of instruction set. See gm/kernels.h. */
 #include "gm/kernels.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -250,6 +251,38 @@ void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T,
 {
     nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable};
     gm_pool_run(p, (N + BAND - 1) / BAND, matmul_nt_band, &j);
+}
+
+static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
+
+void gm_add_round(float *x, const float *y, int n, int round)
+{
+    if (use_avx2()) {
+        gm_add_round_avx2(x, y, n, round);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        x[i] = round1(x[i] + y[i], round);
+}
+
+void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
+{
+    if (use_avx2()) {
+        gm_norm_scale_avx2(y, x, w, inv, n, round);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
+}
+
+void gm_swiglu(float *g, const float *u, int n, int round)
+{
+    if (use_avx2()) {
+        gm_swiglu_avx2(g, u, n, round);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
 }
 
 void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,

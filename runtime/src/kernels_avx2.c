@@ -291,27 +291,69 @@ void gm_dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn
     }
 }
 
+/* To nearest bf16, ties to even; every NaN to 0x7FC0: gm_f32_to_bf16, eight at a time. */
+static inline __m256 round8(__m256 v)
+{
+    const __m256i u = _mm256_castps_si256(v);
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                           _mm256_set1_epi32(0x7F800000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
+}
+
+static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
+
 void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
 {
-    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7FFF);
-    const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u), abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i inf = _mm256_set1_epi32(0x7F800000), qnan = _mm256_set1_epi32(0x7FC00000);
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(y + i);
         if (bias)
             v = _mm256_add_ps(v, load8(bias + i));
-        if (round) { /* to nearest bf16, ties to even; every NaN to 0x7FC0, as gm_f32_to_bf16 */
-            const __m256i u = _mm256_castps_si256(v);
-            __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one));
-            r = _mm256_and_si256(r, high);
-            const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-            v = _mm256_castsi256_ps(_mm256_blendv_epi8(r, qnan, nan));
-        }
-        _mm256_storeu_ps(y + i, v);
+        _mm256_storeu_ps(y + i, round ? round8(v) : v);
     }
-    for (; i < n; i++) {
-        float v = y[i] + (bias ? gm_bf16_to_f32(bias[i]) : 0.0f);
-        y[i] = round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v;
+    for (; i < n; i++)
+        y[i] = round1(bias ? y[i] + gm_bf16_to_f32(bias[i]) : y[i], round);
+}
+
+void gm_add_round_avx2(float *x, const float *y, int n, int round)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
+        _mm256_storeu_ps(x + i, round ? round8(v) : v);
     }
+    for (; i < n; i++)
+        x[i] = round1(x[i] + y[i], round);
+}
+
+void gm_norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
+{
+    const __m256 r = _mm256_set1_ps(inv);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), r);
+        v = _mm256_mul_ps(load8(w + i), round ? round8(v) : v);
+        _mm256_storeu_ps(y + i, round ? round8(v) : v);
+    }
+    for (; i < n; i++)
+        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
+}
+
+void gm_swiglu_avx2(float *g, const float *u, int n, int round)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        float e[8]; /* the C library's expf, as the scalar path, so every value is the same */
+        for (int j = 0; j < 8; j++)
+            e[j] = expf(-g[i + j]);
+        __m256 a = _mm256_div_ps(_mm256_loadu_ps(g + i), _mm256_add_ps(one, _mm256_loadu_ps(e)));
+        a = _mm256_mul_ps(round ? round8(a) : a, _mm256_loadu_ps(u + i));
+        _mm256_storeu_ps(g + i, round ? round8(a) : a);
+    }
+    for (; i < n; i++)
+        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
 }

@@ -35,6 +35,11 @@ void gm_dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn
 /* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set. */
 void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round);
 
+/* gm_add_round, gm_norm_scale and gm_swiglu (gm/kernels.h). */
+void gm_add_round_avx2(float *x, const float *y, int n, int round);
+void gm_norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);
+void gm_swiglu_avx2(float *g, const float *u, int n, int round);
+
 /* Y[n] = dot(X[0..K), W[n][0..K)) for n in [n0, n1): one row of X against many rows of W. */
 void gm_dot_rows_avx2(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1);
 

@@ -44,8 +44,7 @@ static void rms_norm(const rt_session *s, float *y, const float *x, const gm_bf1
         ss += (double)x[i] * x[i];
     const float var = (float)ss / (float)n;
     const float r = 1.0f / sqrtf(var + (float)s->m->cfg.rms_norm_eps);
-    for (int i = 0; i < n; i++)
-        y[i] = bf(s, gm_bf16_to_f32(w[i]) * bf(s, x[i] * r));
+    gm_norm_scale(y, x, w, r, n, s->opt.precision == RT_BF16);
 }
 
 /* RoPE in the rotate-half layout at position p: x' = bf(bf(x*c) + bf(rot(x)*s)). */
@@ -110,6 +109,67 @@ static void attend_head(void *ctx, int head)
 
 /* ---------------------------------------------------------------------- */
 
+/*
+** The element-wise steps between the matrix products, one task per token
+** (row), so that they too run on every thread.
+*/
+typedef struct row_job {
+    rt_session *s;
+    const rt_layer *w;
+    int layer, pos0;
+} row_job;
+
+/* h = attn_norm(x) */
+static void attn_norm_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    rms_norm(j->s, j->s->h + (long)t * j->s->H, j->s->x + (long)t * j->s->H, j->w->attn_norm, j->s->H);
+}
+
+/* Qwen3's per-head q_norm and k_norm, then RoPE, on q and on this layer's new keys */
+static void qk_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    rt_session *s = j->s;
+    const int hd = s->hd, qw = s->nh * hd, kvw = s->nkv * hd, l = j->layer;
+    for (int hh = 0; hh < s->nh; hh++) {
+        float *q = s->q + (long)t * qw + hh * hd;
+        if (j->w->q_norm)
+            rms_norm(s, q, q, j->w->q_norm, hd);
+        rope(s, q, j->pos0 + t);
+    }
+    for (int hh = 0; hh < s->nkv; hh++) {
+        float *k = s->kc + ((long)l * s->max_tokens + j->pos0 + t) * kvw + hh * hd;
+        if (j->w->k_norm)
+            rms_norm(s, k, k, j->w->k_norm, hd);
+        rope(s, k, j->pos0 + t);
+    }
+}
+
+/* x = bf(x + attention output), the residual; then h = ffn_norm(x) */
+static void attn_residual_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    rt_session *s = j->s;
+    float *x = s->x + (long)t * s->H;
+    gm_add_round(x, s->o + (long)t * s->H, s->H, s->opt.precision == RT_BF16);
+    rms_norm(s, s->h + (long)t * s->H, x, j->w->ffn_norm, s->H);
+}
+
+/* g = bf(bf(SiLU(g)) * u), SiLU in fp32 */
+static void swiglu_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    gm_swiglu(j->s->g + (long)t * j->s->F, j->s->u + (long)t * j->s->F, j->s->F, j->s->opt.precision == RT_BF16);
+}
+
+/* x = bf(x + MLP output) */
+static void mlp_residual_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    gm_add_round(j->s->x + (long)t * j->s->H, j->s->o + (long)t * j->s->H, j->s->H, j->s->opt.precision == RT_BF16);
+}
+
 /* Tokens tokens[0..n) at positions pos0.. through every layer; x ends as the last layer's output. */
 static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 {
@@ -127,44 +187,22 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         const rt_layer *w = &m->layers[l];
         float *kc = s->kc + ((long)l * s->max_tokens + pos0) * kvw;
         float *vc = s->vc + ((long)l * s->max_tokens + pos0) * kvw;
+        row_job rj = {s, w, l, pos0};
 
-        for (int t = 0; t < n; t++)
-            rms_norm(s, s->h + (long)t * H, s->x + (long)t * H, w->attn_norm, H);
+        gm_pool_run(s->pool, n, attn_norm_row, &rj);
         /* q/k/v projections, the bias (Qwen2) inside the one rounding, before RoPE */
         const gm_out qkv[] = {{s->q, w->wq, w->bq, qw}, {kc, w->wk, w->bk, kvw}, {vc, w->wv, w->bv, kvw}};
         gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
-        for (int t = 0; t < n; t++) {
-            for (int hh = 0; hh < s->nh; hh++) {
-                float *q = s->q + (long)t * qw + hh * hd;
-                if (w->q_norm) /* Qwen3: per-head RMSNorm before RoPE */
-                    rms_norm(s, q, q, w->q_norm, hd);
-                rope(s, q, pos0 + t);
-            }
-            for (int hh = 0; hh < s->nkv; hh++) {
-                float *k = kc + (long)t * kvw + hh * hd;
-                if (w->k_norm)
-                    rms_norm(s, k, k, w->k_norm, hd);
-                rope(s, k, pos0 + t);
-            }
-        }
+        gm_pool_run(s->pool, n, qk_row, &rj);
         att_job job = {s, n, pos0, l};
         gm_pool_run(s->pool, s->nh, attend_head, &job);
         gm_matmul(s->pool, s->o, s->att, w->wo, NULL, n, qw, H, round);
-        for (long i = 0; i < (long)n * H; i++)
-            s->x[i] = bf(s, s->x[i] + s->o[i]); /* residual in bf16 */
-
-        for (int t = 0; t < n; t++)
-            rms_norm(s, s->h + (long)t * H, s->x + (long)t * H, w->ffn_norm, H);
+        gm_pool_run(s->pool, n, attn_residual_row, &rj);
         const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
         gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
-        for (long i = 0; i < (long)n * F; i++) {
-            const float g = s->g[i];
-            const float a = bf(s, g / (1.0f + expf(-g))); /* SiLU in fp32, rounded once */
-            s->g[i] = bf(s, a * s->u[i]);
-        }
+        gm_pool_run(s->pool, n, swiglu_row, &rj);
         gm_matmul(s->pool, s->o, s->g, w->w_down, NULL, n, F, H, round);
-        for (long i = 0; i < (long)n * H; i++)
-            s->x[i] = bf(s, s->x[i] + s->o[i]);
+        gm_pool_run(s->pool, n, mlp_residual_row, &rj);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */
             memcpy(r->layers + (long)l * n * H, s->x, sizeof(float) * (size_t)n * H);
     }

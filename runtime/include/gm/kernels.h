@@ -43,6 +43,14 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N,
                   int round);
 
+/*
+** The element-wise steps of a forward pass, over n values. Each rounds to
+** bf16 where Hugging Face's bf16 ops do when round is set (else stays f32).
+*/
+void gm_add_round(float *x, const float *y, int n, int round);                                   /* x = r(x + y) */
+void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);   /* y = r(w r(x inv)) */
+void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + expf(-g))) u): SiLU(gate) * up */
+
 /* "avx2+fma" or "portable": what the kernels above use. */
 const char *gm_kernels_name(void);
 

@@ -57,19 +57,20 @@ static void band_portable(const gm_band *b)
     const int vec_end = b->n0 + (b->n1 - b->n0) / 8 * 8;
     for (int t = 0; t < b->T; t++)
         memset(b->Y + (long)t * b->ldy + b->n0, 0, sizeof(float) * (size_t)(b->n1 - b->n0));
-    for (int k0 = 0; k0 < b->K; k0 += KB) {
-        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
-        pack_portable(packed, b->W, b->ldw, k0, k1, b->n0, vec_end - b->n0, NR);
+    for (int k0 = 0; k0 < b->K; k0 += KB)
+        for (int s0 = b->n0; s0 < vec_end; s0 += BAND) {
+        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0, s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
+        pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
         for (int t = 0; t < b->T; t += MR) {
             const float *p = packed;
-            for (int n = b->n0; n < vec_end; n += NR) {
+            for (int n = s0; n < s1; n += NR) {
                 const int nr = vec_end - n < NR ? vec_end - n : NR;
                 micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb, nr,
                                b->T - t < MR ? b->T - t : MR);
                 p += (long)kb * nr;
             }
         }
-    }
+        }
     for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
         for (int n = vec_end; n < b->n1; n++) {
             float s = 0.0f;
@@ -155,7 +156,7 @@ static void finish(const mm_job *j, const gm_out *o, int n0, int n1)
 
 /*
 ** Task i: chunk i - first[o] of output o, up to CHUNK neighbouring bands of
-** BAND columns, in order, each fetching the next one's first rows.
+** BAND columns, multiplied a k-block at a time.
 */
 static void matmul_chunk(void *ctx, int i)
 {
@@ -165,12 +166,9 @@ static void matmul_chunk(void *ctx, int i)
         oi++;
     const gm_out *o = &j->outs[oi];
     const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
-    for (int n0 = c0; n0 < c1; n0 += BAND) {
-        const int n1 = n0 + BAND < c1 ? n0 + BAND : c1;
-        const gm_band b = {o->Y, j->X, o->W, n1 < c1 ? o->W + n1 : NULL, o->N, j->K, o->N, j->T, j->K, n0, n1};
-        j->band(&b);
-        finish(j, o, n0, n1);
-    }
+    const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1};
+    j->band(&b);
+    finish(j, o, c0, c1);
 }
 
 /*

@@ -149,39 +149,45 @@ static void tile_rows(float *Y, long ldy, const float *X, long ldx, const gm_bf1
 }
 
 /*
-** For each k-block: the first block of rows reads the band's weights from
-** W (a strided run of each row) and leaves them in `panels`, 16 columns
-** by KB rows each, contiguous; the later blocks read them from there, so
-** they meet no cache set conflicts. Meanwhile the next k-block (or the
-** next band's first) is fetched, a line every few steps.
+** Columns [n0, n1), a few bands of GM_BAND: for each k-block, for each band,
+** the first block of rows reads the band's weights from W (a strided run
+** of each row) and leaves them in `panels`, 16 columns by KB rows each,
+** contiguous; the later blocks of rows read them from there, free of cache
+** set conflicts. The k-block of X is read by every band while it is in
+** cache, and W row by row, as it lies in memory. Meanwhile the next band's
+** weights are fetched, a line every few steps (not while the first block
+** of rows reads W: the two would evict each other).
 */
 void gm_band_avx2(const gm_band *b)
 {
     gm_bf16 panels[KB * GM_BAND] __attribute__((aligned(32)));
     const int T = b->T, K = b->K, n16 = b->n0 + (b->n1 - b->n0) / 16 * 16;
-    const int lines = (n16 - b->n0) * 2 / 64 + 2; /* the band's run of a row, whatever its alignment */
     for (int k0 = 0; k0 < K; k0 += KB) {
         const int k1 = k0 + KB < K ? k0 + KB : K, kb = k1 - k0, first = k0 == 0;
-        ahead a = {(const char *)(b->W + (long)k1 * b->ldw + b->n0), b->ldw * 2, lines, 0,
-                   (k1 + KB < K ? k1 + KB : K) - k1};
-        if (k1 == K && b->next)
-            a = (ahead){(const char *)b->next, b->ldw * 2, lines, 0, KB < K ? KB : K};
-        /* blocks of 6 rows, and of 4 where 6 would leave 1 to 3 behind */
-        for (int t = 0; t < T;) {
-            const int left = T - t, rows = left >= 10 || left == 6 ? 6 : left >= 4 ? 4 : left;
-            float *y = b->Y + (long)t * b->ldy;
-            const float *x = b->X + (long)t * b->ldx + k0;
-            const tile_fn tile = rows == 6 ? (t ? tile6 : tile6_copy) : rows == 4 ? (t ? tile4 : tile4_copy) : NULL;
-            gm_bf16 *p = panels;
-            for (int n = b->n0; n < n16; n += 16, p += 16 * kb) {
-                const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;
-                const long ldw = t ? 16 : b->ldw;
-                if (tile)
-                    tile(y + n, b->ldy, x, b->ldx, w, ldw, p, kb, first, &a);
-                else
-                    tile_rows(y + n, b->ldy, x, b->ldx, w, ldw, t ? NULL : p, kb, first, rows, &a);
+        for (int s0 = b->n0; s0 < n16; s0 += GM_BAND) {
+            const int s1 = s0 + GM_BAND < n16 ? s0 + GM_BAND : n16;
+            /* next: this k-block of the next band, or the next k-block of the first */
+            const int ns = s1 < n16 ? s1 : b->n0, nk = s1 < n16 ? k0 : k1, nw = ns + GM_BAND < n16 ? GM_BAND : n16 - ns;
+            ahead a = {(const char *)(b->W + (long)nk * b->ldw + ns), b->ldw * 2, nw * 2 / 64 + 2, 0,
+                       nk < K ? (nk + KB < K ? KB : K - nk) : 0};
+            /* blocks of 6 rows, and of 4 where 6 would leave 1 to 3 behind */
+            for (int t = 0; t < T;) {
+                const int left = T - t, rows = left >= 10 || left == 6 ? 6 : left >= 4 ? 4 : left;
+                float *y = b->Y + (long)t * b->ldy;
+                const float *x = b->X + (long)t * b->ldx + k0;
+                const tile_fn tile = rows == 6 ? (t ? tile6 : tile6_copy) : rows == 4 ? (t ? tile4 : tile4_copy) : NULL;
+                ahead none = {0}, *fa = t || T < 10 ? &a : &none;
+                gm_bf16 *p = panels;
+                for (int n = s0; n < s1; n += 16, p += 16 * kb) {
+                    const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;
+                    const long ldw = t ? 16 : b->ldw;
+                    if (tile)
+                        tile(y + n, b->ldy, x, b->ldx, w, ldw, p, kb, first, fa);
+                    else
+                        tile_rows(y + n, b->ldy, x, b->ldx, w, ldw, t ? NULL : p, kb, first, rows, fa);
+                }
+                t += rows;
             }
-            t += rows;
         }
     }
     for (int t = 0; t < T; t++) /* the last columns, fewer than 16: plain sums, in the same order */

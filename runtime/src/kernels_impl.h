@@ -9,15 +9,11 @@ enum {
     GM_BAND = 192 /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */
 };
 
-/*
-** Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k
-** order. `next`: where the band after this one starts (its row 0), fetched
-** during the last k-block; NULL if none.
-*/
+/* Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order. */
 typedef struct gm_band {
     float *Y;
     const float *X;
-    const gm_bf16 *W, *next;
+    const gm_bf16 *W;
     long ldy, ldx, ldw;
     int T, K, n0, n1;
 } gm_band;

@@ -12,7 +12,9 @@
 **   - greedy decode with the KV cache: tokens/s and the weight bytes read
 **     per second as a % of the measured bandwidth;
 **   - the blocked kernels against the plain reference kernel.
-**   bench_runner [--tokens N] [--keep DIR]
+**   bench_runner [--tokens N] [--keep DIR] [--only load|run]
+**   --keep DIR reuses (or makes) the model there; --only measures the loading
+**   figures, or the prefill, decode and kernel ones.
 */
 #include <errno.h>
 #include <math.h>
@@ -292,17 +294,30 @@ static void child_load(const void *unused)
     }
 }
 
+/* The temporary model, unless it was asked to be kept. */
+static void remove_model(const char *keep, const char *dir, char *path)
+{
+    if (keep)
+        return;
+    unlink(path);
+    snprintf(path, 4200, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     int T = 32, reps = 7;
-    const char *keep = NULL;
+    const char *keep = NULL, *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
             T = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keep = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_runner [--tokens N] [--keep DIR]\n");
+            fprintf(stderr, "usage: bench_runner [--tokens N] [--keep DIR] [--only load|run]\n");
             return 2;
         }
     }
@@ -340,24 +355,30 @@ int main(int argc, char **argv)
     ** decode step, a plain copy before each load), and each percentage is
     ** the median of those side-by-side ratios.
     */
-    /* loading: the file read once into fresh memory, then our loader; each in a fresh child process */
-    bench_model = e;
-    bench_dir = dir;
-    double copy[5], load[5], rss[5], lratio[5], file_size;
-    {
-        int fd = open(path, O_RDONLY);
-        file_size = (double)lseek(fd, 0, SEEK_END);
-        close(fd);
+    if (!only || strcmp(only, "run") != 0) {
+        /* loading: the file read once into fresh memory, then our loader; each in a fresh child process */
+        bench_model = e;
+        bench_dir = dir;
+        double copy[5], load[5], rss[5], lratio[5], file_size;
+        {
+            int fd = open(path, O_RDONLY);
+            file_size = (double)lseek(fd, 0, SEEK_END);
+            close(fd);
+        }
+        for (int r = 0; r < 5; r++) {
+            in_child(child_copy, path, &copy[r]);
+            rss[r] = in_child(child_load, NULL, &load[r]);
+            lratio[r] = load[r] / copy[r];
+        }
+        printf("load: %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f (target <= 1.5)\n",
+               median(load, 5), file_size / 1e9, median(copy, 5), median(lratio, 5));
+        const double peak_rss = median(rss, 5);
+        printf("load peak RSS: %.2f GB, %.2fx the model file (target <= 1.25)\n", peak_rss / 1e9, peak_rss / file_size);
     }
-    for (int r = 0; r < 5; r++) {
-        in_child(child_copy, path, &copy[r]);
-        rss[r] = in_child(child_load, NULL, &load[r]);
-        lratio[r] = load[r] / copy[r];
+    if (only && strcmp(only, "load") == 0) {
+        remove_model(keep, dir, path);
+        return 0;
     }
-    printf("load: %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f (target <= 1.5)\n",
-           median(load, 5), file_size / 1e9, median(copy, 5), median(lratio, 5));
-    const double peak_rss = median(rss, 5);
-    printf("load peak RSS: %.2f GB, %.2fx the model file (target <= 1.25)\n", peak_rss / 1e9, peak_rss / file_size);
 
     gm_status st = {0};
     void *w = calloc(1, e->weights_size);
@@ -464,11 +485,6 @@ int main(int argc, char **argv)
     free(layers);
     e->free(w);
     free(w);
-    if (!keep) {
-        unlink(path);
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        unlink(path);
-        rmdir(dir);
-    }
+    remove_model(keep, dir, path);
     return 0;
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
 #define ST_MAX_EXACT 9007199254740992.0 /* 2^53: larger doubles are not exact integers */
@@ -1003,19 +1004,103 @@ static inline void transpose32x8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, si
 }
 #endif
 
-/* A block of n (<= BLOCK) rows of bf16, row-major in blk, into columns [r0, r0 + n) of dst (cols, rows). */
+#if defined(__x86_64__) || defined(__i386__)
+#define GM_AVX2_TRANSPOSE 1
+/*
+** 16 x 16 values of src (rows, stride ls) into o[c] = column c, rows 0-15.
+** The unpacks work within 128-bit halves, so each half is an 8-column
+** transpose of its own (columns 0-7 low, 8-15 high): three rounds of
+** unpacks per 8 rows, then the two groups of 8 rows joined half by half.
+*/
+__attribute__((target("avx2"))) static inline void transpose16(__m256i o[16], const gm_bf16 *src, size_t ls)
+{
+    __m256i col[2][8]; /* [rows 0-7 or 8-15][c]: column c in the low half, c + 8 in the high */
+    for (int g = 0; g < 2; g++) {
+        __m256i a[8], p[8], q[8];
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(src + (8 * g + i) * ls));
+        for (int i = 0; i < 4; i++) {
+            p[i] = _mm256_unpacklo_epi16(a[2 * i], a[2 * i + 1]);     /* rows 2i, 2i+1; columns 0-3 */
+            p[i + 4] = _mm256_unpackhi_epi16(a[2 * i], a[2 * i + 1]); /* columns 4-7 */
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256i *ph = p + 4 * h;
+            q[4 * h] = _mm256_unpacklo_epi32(ph[0], ph[1]);     /* rows 0-3, columns 0-1 (+4h) */
+            q[4 * h + 1] = _mm256_unpackhi_epi32(ph[0], ph[1]); /* rows 0-3, columns 2-3 */
+            q[4 * h + 2] = _mm256_unpacklo_epi32(ph[2], ph[3]); /* rows 4-7, columns 0-1 */
+            q[4 * h + 3] = _mm256_unpackhi_epi32(ph[2], ph[3]); /* rows 4-7, columns 2-3 */
+            col[g][4 * h] = _mm256_unpacklo_epi64(q[4 * h], q[4 * h + 2]);
+            col[g][4 * h + 1] = _mm256_unpackhi_epi64(q[4 * h], q[4 * h + 2]);
+            col[g][4 * h + 2] = _mm256_unpacklo_epi64(q[4 * h + 1], q[4 * h + 3]);
+            col[g][4 * h + 3] = _mm256_unpackhi_epi64(q[4 * h + 1], q[4 * h + 3]);
+        }
+    }
+    for (int c = 0; c < 8; c++) {
+        o[c] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x20);
+        o[c + 8] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x31);
+    }
+}
+
+/*
+** 32 rows x 16 columns of src into 16 destination runs of 32 values (64
+** bytes each, one cache line when aligned), streamed past the cache then.
+*/
+__attribute__((target("avx2"))) static void transpose32x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    __m256i top[16], bottom[16];
+    for (int i = 0; i < 32; i++) /* these rows 128 columns on: the source is read in 32-byte steps across rows */
+        _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
+    transpose16(top, src, ls);
+    transpose16(bottom, src + 16 * ls, ls);
+    const int aligned = (((uintptr_t)dst | ld * 2) % 32) == 0;
+    for (int c = 0; c < 16; c++) {
+        __m256i *d = (__m256i *)(void *)(dst + c * ld);
+        if (aligned)
+            _mm256_stream_si256(d, top[c]), _mm256_stream_si256(d + 1, bottom[c]);
+        else
+            _mm256_storeu_si256(d, top[c]), _mm256_storeu_si256(d + 1, bottom[c]);
+    }
+}
+
+static int have_avx2(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2");
+    }
+    return cached;
+}
+#endif
+
+/*
+** n rows of bf16, row-major in blk, into columns [r0, r0 + n) of dst
+** (cols, rows). Columns outer, rows inner: the 8 destination rows of a
+** column group get their runs written in order, n * 2 bytes each, so that
+** memory sees a few long streams rather than scattered lines; the source
+** lines stay in L1 across the 4 column groups that share them.
+*/
 static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
 {
     size_t c = 0, r = 0;
 #ifdef __SSE2__
-    const size_t n8 = n / 8 * 8;
-    /* columns outer: each destination row's run of n values is written whole, once */
-    for (c = 0; c + 8 <= cols; c += 8) {
-        if (n8 == 32)
-            transpose32x8(dst + c * rows + r0, rows, blk + c, cols);
-        else
-            for (size_t rr = 0; rr < n8; rr += 8)
-                transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+    const size_t n32 = n / 32 * 32, n8 = n / 8 * 8;
+#ifdef GM_AVX2_TRANSPOSE
+    if (have_avx2() && n32) {
+        for (; c + 16 <= cols; c += 16)
+            for (size_t rr = 0; rr < n32; rr += 32)
+                transpose32x16(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+        for (size_t cc = 0; cc < c; cc += 8) /* the rows past the last group of 32 */
+            for (size_t rr = n32; rr < n8; rr += 8)
+                transpose8(dst + cc * rows + r0 + rr, rows, blk + rr * cols + cc, cols);
+    }
+#endif
+    for (; c + 8 <= cols; c += 8) {
+        size_t rr = 0;
+        for (; rr < n32; rr += 32)
+            transpose32x8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+        for (; rr < n8; rr += 8)
+            transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
     }
     for (size_t rr = 0; rr < n8; rr++) /* columns left over past the last group of 8 */
         for (size_t cc = c; cc < cols; cc++)
@@ -1031,15 +1116,15 @@ static void transpose_block(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t r
 void st_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
                      size_t r1, int transpose)
 {
-    enum { BLOCK = 32 };
-    const size_t es = st_dtype_size(dtype);
+    /* rows per block: bf16 is transposed in place, other dtypes are converted into a buffer first */
+    const size_t block = dtype == ST_BF16 ? 256 : 32, es = st_dtype_size(dtype);
     if (!transpose) {
         convert_run(dst + r0 * cols, src, (r1 - r0) * cols, dtype);
         return;
     }
-    gm_bf16 *tmp = dtype == ST_BF16 ? NULL : malloc(BLOCK * cols * 2);
-    for (size_t r = r0; r < r1; r += BLOCK) {
-        const size_t n = r1 - r < BLOCK ? r1 - r : BLOCK;
+    gm_bf16 *tmp = dtype == ST_BF16 ? NULL : malloc(block * cols * 2);
+    for (size_t r = r0; r < r1; r += block) {
+        const size_t n = r1 - r < block ? r1 - r : block;
         const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;
         const gm_bf16 *blk = (const gm_bf16 *)(const void *)s;
         if (tmp) {

@@ -33,6 +33,7 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 typedef struct piece {
     gm_bf16 *dst;          /* the whole tensor */
     const st_tensor *t;
+    const uint8_t *src;    /* the tensor's bytes in the file's mapping */
     int transpose;
     int file;              /* index into the open files */
     uint64_t offset;       /* of the tensor's first byte in that file */
@@ -47,45 +48,56 @@ typedef struct load_job {
     gm_status *errors;     /* one per piece; the first failure is reported */
 } load_job;
 
-enum { PIECE_BYTES = 8u << 20, BOUNCE_BYTES = 2u << 20 };
+enum { PIECE_BYTES = 8u << 20 };
 
+/* The whole pages inside [p, p + n), for madvise. */
+static void page_range(const uint8_t *p, size_t n, uint8_t **start, size_t *len)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + n) / page * page;
+    *start = (uint8_t *)a;
+    *len = b > a ? b - a : 0;
+}
+
+/*
+** A piece's rows into place. bf16 kept as is: read straight into the arena,
+** the least any copying loader can do. Transposed or converted: from the
+** file's mapping (its page tables filled in one call) into the arena,
+** with no bounce buffer in between; then the mapping's pages are dropped,
+** so resident memory stays the arena's (the page cache keeps the file).
+*/
 static void load_piece(void *ctx, int i)
 {
     const load_job *j = ctx;
     const piece *p = &j->pieces[i];
     const size_t rows = (size_t)p->t->shape[0], cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
-    const size_t es = st_dtype_size(p->t->dtype), row_bytes = cols * es;
-    const int direct = !p->transpose && p->t->dtype == ST_BF16;
-    /* rows per read: the whole piece straight into place, or what fits a bounce buffer */
-    size_t step = direct ? p->r1 - p->r0 : BOUNCE_BYTES / (row_bytes ? row_bytes : 1);
-    if (!direct && p->transpose)
-        step = step / 32 * 32;
-    if (step == 0)
-        step = p->transpose ? 32 : 1;
-    uint8_t *bounce = direct ? NULL : malloc(step * row_bytes);
-    if (!direct && !bounce && step * row_bytes > 0) {
-        gm_fail(&j->errors[i], GM_ENOMEM, "%s: out of memory for a read buffer", j->paths[p->file]);
-        return;
-    }
-    for (size_t r = p->r0; r < p->r1; r += step) {
-        const size_t n = p->r1 - r < step ? p->r1 - r : step, bytes = n * row_bytes;
-        uint8_t *into = direct ? (uint8_t *)(p->dst + r * cols) : bounce;
+    const size_t row_bytes = cols * st_dtype_size(p->t->dtype), bytes = (p->r1 - p->r0) * row_bytes;
+    if (!p->transpose && p->t->dtype == ST_BF16) {
+        uint8_t *into = (uint8_t *)(p->dst + p->r0 * cols);
         for (size_t got = 0; got < bytes;) {
-            const ssize_t k = pread(j->fds[p->file], into + got, bytes - got, (off_t)(p->offset + r * row_bytes + got));
+            const ssize_t k = pread(j->fds[p->file], into + got, bytes - got,
+                                    (off_t)(p->offset + p->r0 * row_bytes + got));
             if (k < 0 && errno == EINTR)
                 continue;
             if (k <= 0) {
                 gm_fail(&j->errors[i], GM_EIO, "%s: tensor '%s': read failed: %s", j->paths[p->file], p->t->name,
                         k < 0 ? strerror(errno) : "unexpected end of file");
-                free(bounce);
                 return;
             }
             got += (size_t)k;
         }
-        if (!direct)
-            st_convert_rows(p->dst, bounce, p->t->dtype, rows, cols, r, r + n, p->transpose);
+        return;
     }
-    free(bounce);
+    const uint8_t *src = p->src + p->r0 * row_bytes;
+    uint8_t *pages;
+    size_t len;
+#ifdef MADV_POPULATE_READ
+    page_range(src - 4095, bytes + 8190, &pages, &len); /* every page the rows touch */
+    madvise(pages, len, MADV_POPULATE_READ);            /* a hint: faults still work without it */
+#endif
+    st_convert_rows(p->dst, src, p->t->dtype, rows, cols, p->r0, p->r1, p->transpose);
+    page_range(src, bytes, &pages, &len);
+    madvise(pages, len, MADV_DONTNEED);
 }
 
 /* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch). */
@@ -162,8 +174,8 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     }
                     pieces = grown;
                 }
-                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, s->transpose, fi, offset, r,
-                                             r + step < rows ? r + step : rows};
+                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, st_model_data(m, t), s->transpose, fi,
+                                             offset, r, r + step < rows ? r + step : rows};
                 if (rows == 0)
                     break;
             }

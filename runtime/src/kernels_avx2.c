@@ -255,7 +255,11 @@ static void dot4(float *Y, const float *X, const gm_bf16 *Wn, long ldw, int K)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int k = 0;
+    const char *next = (const char *)(Wn + 4 * ldw); /* the next four rows, fetched a line per row every 32 values */
     for (; k + 8 <= K; k += 8) {
+        if (k % 32 == 0)
+            for (int r = 0; r < 4; r++)
+                _mm_prefetch(next + (r * ldw + k) * 2, _MM_HINT_T0);
         const __m256 x = _mm256_loadu_ps(X + k);
         a0 = _mm256_fmadd_ps(x, load8(Wn + k), a0);
         a1 = _mm256_fmadd_ps(x, load8(Wn + ldw + k), a1);

@@ -99,3 +99,84 @@ Test(kernels, round_outputs_to_nearest_even_with_canonical_nan)
     }
     gm_kernels_force_portable(0);
 }
+
+/* Random inputs for the tests below: X rounded to bf16 as activations are, W scaled as a projection. */
+static void fill(float *X, int nx, gm_bf16 *W, int nw, int K)
+{
+    for (int i = 0; i < nx; i++)
+        X[i] = gm_bf16_to_f32(gm_f32_to_bf16(rnd()));
+    for (int i = 0; i < nw; i++)
+        W[i] = gm_f32_to_bf16(rnd() / sqrtf((float)K));
+}
+
+Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
+{
+    /* q/k/v-like groups, one with more outputs than a run takes (it is split), one row and many */
+    const int Ns[] = {200, 32, 32, 1000, 17, 64};
+    enum { K = 300, MAXN = 1000, OUTS = 6 };
+    gm_pool *two = gm_pool_new(2);
+    for (int portable = 0; portable < 2; portable++) {
+        gm_kernels_force_portable(portable);
+        const int Ts[] = {1, 7, 33};
+        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+            const int T = Ts[ti];
+            float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R = malloc(sizeof(float) * T * MAXN);
+            gm_bf16 *W[OUTS];
+            gm_out outs[OUTS];
+            for (int o = 0; o < OUTS; o++) {
+                Y[o] = malloc(sizeof(float) * T * Ns[o]);
+                W[o] = malloc(2 * (size_t)K * Ns[o]);
+                fill(X, T * K, W[o], K * Ns[o], K);
+                outs[o] = (gm_out){Y[o], W[o], NULL, Ns[o]};
+            }
+            gm_matmul_outs(two, X, T, K, outs, OUTS, 1);
+            for (int o = 0; o < OUTS; o++) {
+                gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread */
+                cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
+                          "%s T=%d: output %d (N=%d) differs grouped on 2 threads from alone on 1",
+                          gm_kernels_name(), T, o, Ns[o]);
+            }
+            for (int o = 0; o < OUTS; o++)
+                free(Y[o]), free(W[o]);
+            free(X), free(R);
+        }
+    }
+    gm_kernels_force_portable(0);
+    gm_pool_free(two);
+}
+
+Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)
+{
+    enum { N = 1000 + 7 }; /* vector body and a tail */
+    float x[N], y[N], w32[N], a[N], b[N], g[N], u[N];
+    gm_bf16 w[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = 4.0f * rnd(), y[i] = 4.0f * rnd(), w32[i] = 1.0f + 0.1f * rnd();
+        w[i] = gm_f32_to_bf16(w32[i]), g[i] = 8.0f * rnd(), u[i] = 2.0f * rnd();
+    }
+    x[3] = NAN, g[5] = -INFINITY, g[6] = 90.0f, g[7] = -90.0f; /* NaN canonical, exp overflow and underflow */
+    for (int round = 0; round < 2; round++) {
+        float r[2][3][N];
+        for (int portable = 0; portable < 2; portable++) {
+            gm_kernels_force_portable(portable);
+            memcpy(a, x, sizeof a);
+            gm_add_round(a, y, N, round);
+            memcpy(r[portable][0], a, sizeof a);
+            gm_norm_scale(b, x, w, 0.37f, N, round);
+            memcpy(r[portable][1], b, sizeof b);
+            memcpy(a, g, sizeof a);
+            gm_swiglu(a, u, N, round);
+            memcpy(r[portable][2], a, sizeof a);
+        }
+        for (int f = 0; f < 3; f++)
+            cr_assert(memcmp(r[0][f], r[1][f], sizeof r[0][f]) == 0, "step %d round=%d: AVX2 and portable differ", f,
+                      round);
+        /* and each is the single rounding it promises */
+        for (int i = 0; i < N; i++) {
+            const float add = x[i] + y[i];
+            const float want = round ? gm_bf16_to_f32(gm_f32_to_bf16(add)) : add;
+            cr_assert(memcmp(&r[0][0][i], &want, 4) == 0 || (isnan(want) && isnan(r[0][0][i])), "add [%d]", i);
+        }
+    }
+    gm_kernels_force_portable(0);
+}

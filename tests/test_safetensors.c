@@ -1144,3 +1144,23 @@ Test(safetensors_load, rounds_the_f32_checkpoint_to_the_expected_bf16_bits)
     cJSON_Delete(meta);
     free(text);
 }
+
+Test(safetensors_load, convert_rows_transposes_awkward_shapes_exactly)
+{
+    /* rows and columns around the 32 x 16 and 8 x 8 blocks; row ranges that do not start at 0 */
+    const size_t shapes[][2] = {{32, 16}, {33, 17}, {64, 48}, {70, 40}, {257, 300}, {5, 3}, {1, 1}, {96, 1536}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const size_t rows = shapes[s][0], cols = shapes[s][1];
+        gm_bf16 *src = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
+        for (size_t i = 0; i < rows * cols; i++)
+            src[i] = (gm_bf16)(i * 2654435761u >> 7);
+        memset(dst, 0xAB, 2 * rows * cols);
+        const size_t cut = rows / 3; /* two calls, as the loader's pieces make them */
+        st_convert_rows(dst, src, ST_BF16, rows, cols, 0, cut, 1);
+        st_convert_rows(dst, src + cut * cols, ST_BF16, rows, cols, cut, rows, 1);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++)
+                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%zux%zu: [%zu][%zu]", rows, cols, r, c);
+        free(src), free(dst);
+    }
+}

@@ -9,7 +9,7 @@
 
 enum {
     BAND = GM_BAND,
-    CHUNK = 4,    /* neighbouring bands per task: each fetches the next one's first k-block */
+    CHUNK = 4,    /* neighbouring bands per task, sharing each k-block of X while it is in cache */
     NR = 24,      /* portable: packed panel width and register tile columns */
     MR = 4,       /* portable: register tile rows */
     GEMV_MIN = 64 /* one-row parts are whole multiples of this many columns */
@@ -48,8 +48,9 @@ static void micro_portable(float *Y, long ldy, const float *X, long ldx, const f
 }
 
 /*
-** The portable band: for each k-block, the band of W is widened once into
-** packed f32 panels, which every block of MR rows of X then passes over.
+** The portable band (any width): for each k-block and each BAND of
+** columns, W is widened once into packed f32 panels, which every block of
+** MR rows of X then passes over.
 */
 static void band_portable(const gm_band *b)
 {
@@ -57,20 +58,22 @@ static void band_portable(const gm_band *b)
     const int vec_end = b->n0 + (b->n1 - b->n0) / 8 * 8;
     for (int t = 0; t < b->T; t++)
         memset(b->Y + (long)t * b->ldy + b->n0, 0, sizeof(float) * (size_t)(b->n1 - b->n0));
-    for (int k0 = 0; k0 < b->K; k0 += KB)
+    for (int k0 = 0; k0 < b->K; k0 += KB) {
+        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
         for (int s0 = b->n0; s0 < vec_end; s0 += BAND) {
-        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0, s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
-        pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
-        for (int t = 0; t < b->T; t += MR) {
-            const float *p = packed;
-            for (int n = s0; n < s1; n += NR) {
-                const int nr = vec_end - n < NR ? vec_end - n : NR;
-                micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb, nr,
-                               b->T - t < MR ? b->T - t : MR);
-                p += (long)kb * nr;
+            const int s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
+            pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
+            for (int t = 0; t < b->T; t += MR) {
+                const float *p = packed;
+                for (int n = s0; n < s1; n += NR) {
+                    const int nr = s1 - n < NR ? s1 - n : NR;
+                    micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb,
+                                   nr, b->T - t < MR ? b->T - t : MR);
+                    p += (long)kb * nr;
+                }
             }
         }
-        }
+    }
     for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
         for (int n = vec_end; n < b->n1; n++) {
             float s = 0.0f;
@@ -193,6 +196,11 @@ static void gemv_part(void *ctx, int i)
 
 void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round)
 {
+    if (n_outs > GM_MAX_OUTS) {
+        gm_matmul_outs(p, X, T, K, outs, GM_MAX_OUTS, round);
+        gm_matmul_outs(p, X, T, K, outs + GM_MAX_OUTS, n_outs - GM_MAX_OUTS, round);
+        return;
+    }
     const int avx2 = use_avx2();
     mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs,
                 .band = avx2 ? gm_band_avx2 : band_portable, .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};

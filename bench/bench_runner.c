@@ -399,58 +399,65 @@ int main(int argc, char **argv)
     const double flops = 2.0 * T * linear * cf->n_layers + 2.0 * cf->vocab_size * H /* lm_head, last position */
                          + 2.0 * 2.0 * cf->n_heads * cf->head_dim * (T * (T + 1) / 2.0) * cf->n_layers;
 
-    /* prefill on 1 thread and on every core, each run after a sample of the FMA peak on as many threads */
-    double pre_s[2], peak[2], bw = 0;
+    /*
+    ** Prefill on 1 thread and on every core, in turns, each run after a
+    ** sample of the FMA peak on as many threads; the scaling is the median
+    ** of the neighbouring runs' ratios.
+    */
+    rt_session *sess[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        rt_options o = {RT_BF16, 0, k == 0 ? 1 : cores};
-        rt_session *s = NULL;
-        if (rt_session_new(&s, &m, &o, T + 64, &st)) {
+        const rt_options o = {RT_BF16, 0, k == 0 ? 1 : cores};
+        if (rt_session_new(&sess[k], &m, &o, T + 64, &st)) {
             fprintf(stderr, "bench_runner: %s\n", st.msg);
             return 1;
         }
-        double pre[9], pk[9], ratio[9];
-        rt_result res;
-        for (int r = 0; r < reps; r++) {
-            pk[r] = fma_sample(o.threads);
-            t0 = now();
-            rt_prefill(s, tokens, T, &res, &st);
-            pre[r] = now() - t0;
-            ratio[r] = flops / pre[r] / 1e9 / pk[r];
-            rt_result_free(&res);
-        }
-        pre_s[k] = median(pre, reps), peak[k] = median(pk, reps);
-        printf("prefill %d tokens (lite), %d thread%s: %.3f s, %.1f GFLOP/s, %.0f%% of the FMA peak%s\n", T, o.threads,
-               o.threads == 1 ? "" : "s", pre_s[k], flops / pre_s[k] / 1e9, 100.0 * median(ratio, reps),
-               k == 0 ? " (target >= 70%)" : "");
-        if (k == 1) {
-            printf("prefill scaling, %d threads over 1: %.2fx (target >= 1.8)\n", cores, pre_s[0] / pre_s[1]);
-            /* greedy decode with the KV cache, each step after a sample of the read bandwidth */
-            enum { STEPS = 16 };
-            double step[STEPS], bws[STEPS], bratio[STEPS];
-            /* every weight byte is read once a token: the projections, the norms, and the LM head */
-            const double bytes = 2.0 * (cf->n_layers * (linear + 2 * H + qw + 2 * kvw) + H + (double)cf->vocab_size * H);
-            uint8_t *buf = bw_buffer();
-            rt_prefill(s, tokens, T, &res, &st);
-            int32_t tok = res.top1;
-            rt_result_free(&res);
-            for (int i = 0; i < STEPS; i++) {
-                bws[i] = bw_sample(buf, cores);
-                t0 = now();
-                rt_decode_step(s, tok, &res, &st);
-                step[i] = now() - t0;
-                bratio[i] = bytes / step[i] / 1e9 / bws[i];
-                tok = res.top1;
-                rt_result_free(&res);
-            }
-            munmap(buf, BW_SIZE);
-            const double ds = median(step, STEPS);
-            bw = median(bws, STEPS);
-            printf("decode: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s of weights, %.0f%% of the "
-                   "read bandwidth (target >= 90%%)\n", 1.0 / ds, ds * 1e3, STEPS, bytes / ds / 1e9,
-                   100.0 * median(bratio, STEPS));
-        }
-        rt_session_free(s);
     }
+    double pre[2][9], pk[2][9], ratio[2][9], scale[9], peak[2];
+    rt_result res;
+    for (int r = 0; r < reps; r++) {
+        for (int k = 0; k < 2; k++) {
+            pk[k][r] = fma_sample(k == 0 ? 1 : cores);
+            t0 = now();
+            rt_prefill(sess[k], tokens, T, &res, &st);
+            pre[k][r] = now() - t0;
+            ratio[k][r] = flops / pre[k][r] / 1e9 / pk[k][r];
+            rt_result_free(&res);
+        }
+        scale[r] = pre[0][r] / pre[1][r];
+    }
+    for (int k = 0; k < 2; k++) {
+        const double sec = median(pre[k], reps);
+        peak[k] = median(pk[k], reps);
+        printf("prefill %d tokens (lite), %d thread%s: %.3f s, %.1f GFLOP/s, %.0f%% of the FMA peak%s\n", T,
+               k == 0 ? 1 : cores, k == 0 ? "" : "s", sec, flops / sec / 1e9, 100.0 * median(ratio[k], reps),
+               k == 0 ? " (target >= 70%)" : "");
+    }
+    printf("prefill scaling, %d threads over 1: %.2fx (target >= 1.8)\n", cores, median(scale, reps));
+
+    /* greedy decode with the KV cache on every core, each step after a sample of the read bandwidth */
+    enum { STEPS = 16 };
+    double step[STEPS], bws[STEPS], bratio[STEPS];
+    /* every weight byte is read once a token: the projections, the norms, and the LM head */
+    const double bytes = 2.0 * (cf->n_layers * (linear + 2 * H + qw + 2 * kvw) + H + (double)cf->vocab_size * H);
+    uint8_t *buf = bw_buffer();
+    rt_prefill(sess[1], tokens, T, &res, &st);
+    int32_t tok = res.top1;
+    rt_result_free(&res);
+    for (int i = 0; i < STEPS; i++) {
+        bws[i] = bw_sample(buf, cores);
+        t0 = now();
+        rt_decode_step(sess[1], tok, &res, &st);
+        step[i] = now() - t0;
+        bratio[i] = bytes / step[i] / 1e9 / bws[i];
+        tok = res.top1;
+        rt_result_free(&res);
+    }
+    munmap(buf, BW_SIZE);
+    const double ds = median(step, STEPS), bw = median(bws, STEPS);
+    printf("decode: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s of weights, %.0f%% of the read "
+           "bandwidth (target >= 90%%)\n", 1.0 / ds, ds * 1e3, STEPS, bytes / ds / 1e9, 100.0 * median(bratio, STEPS));
+    rt_session_free(sess[0]);
+    rt_session_free(sess[1]);
 
     /* the blocked kernels against the plain reference, on layer 0's projections at T rows */
     const rt_layer *l0 = &m.layers[0];

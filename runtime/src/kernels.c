@@ -232,6 +232,7 @@ typedef struct nt_job {
     const gm_bf16 *W;
     int T, K, N, round;
     gm_dot_fn dot;
+    int band; /* rows of W per task */
 } nt_job;
 
 static void matmul_nt_band(void *ctx, int i)
@@ -239,7 +240,9 @@ static void matmul_nt_band(void *ctx, int i)
     const nt_job *j = ctx;
     const gm_out o = {j->Y, j->W, NULL, j->N};
     const mm_job fin = {.T = j->T, .round = j->round};
-    const int n0 = i * BAND, n1 = n0 + BAND < j->N ? n0 + BAND : j->N;
+    const int n0 = i * j->band, n1 = n0 + j->band < j->N ? n0 + j->band : j->N;
+    if (n0 >= n1)
+        return;
     if (j->T == 1 && j->dot == gm_dot_avx2) { /* the LM head in decode and lite prefill */
         gm_dot_rows_avx2(j->Y, j->X, j->W, j->K, n0, n1);
         finish(&fin, &o, n0, n1);
@@ -255,8 +258,11 @@ static void matmul_nt_band(void *ctx, int i)
 
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N, int round)
 {
-    nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable};
-    gm_pool_run(p, (N + BAND - 1) / BAND, matmul_nt_band, &j);
+    /* one row of X is memory-bound: one contiguous run of W's rows per thread */
+    const int threads = gm_pool_threads(p);
+    const int band = T > 1 ? BAND : ((N + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
+    nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable, band};
+    gm_pool_run(p, (N + band - 1) / band, matmul_nt_band, &j);
 }
 
 static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }

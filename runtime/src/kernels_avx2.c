@@ -203,12 +203,14 @@ void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, i
 {
     /*
     ** Rows of W in order, four at a time, the band's sums kept in y (L1);
-    ** each sum still adds its k terms in order. A band is a short run of
-    ** each row, too short for the hardware prefetcher, so each step also
-    ** fetches one cache line of the rows AHEAD rows further on: the
-    ** memory reads stay in flight while the sums are done.
+    ** each sum still adds its k terms in order. Memory-bound: how much of W
+    ** is in flight is what counts, so the loop is lean (16 weights widened
+    ** by one shift and one and, their sums kept as even and odd columns in
+    ** y until the end) and each step fetches two cache lines of the rows
+    ** GEMV_AHEAD further on, since a band is too short a run of each row
+    ** for the hardware prefetcher.
     */
-    const int n8 = n0 + (n1 - n0) / 8 * 8;
+    const int n16 = n0 + (n1 - n0) / 16 * 16;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
     int k = 0;
@@ -218,26 +220,42 @@ void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, i
         const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
         const char *ahead = (const char *)(w0 + GEMV_AHEAD * ldw + n0);
         const int fetch = k + GEMV_AHEAD + 4 <= K;
-        for (int n = n0, i = 0; n < n8; n += 8, i++) {
-            if (fetch) /* step i: line i / 4 of row i % 4 */
+        for (int n = n0, i = 0; n < n16; n += 16, i += 2) {
+            if (fetch) { /* lines i / 4 and (i + 1) / 4 of rows i % 4 and (i + 1) % 4 */
                 _mm_prefetch(ahead + (i & 3) * ldw * 2 + (i >> 2) * 64, _MM_HINT_T0);
-            __m256 a = _mm256_loadu_ps(y + n);
-            a = _mm256_fmadd_ps(b0, load8(w0 + n), a);
-            a = _mm256_fmadd_ps(b1, load8(w1 + n), a);
-            a = _mm256_fmadd_ps(b2, load8(w2 + n), a);
-            a = _mm256_fmadd_ps(b3, load8(w3 + n), a);
-            _mm256_storeu_ps(y + n, a);
+                _mm_prefetch(ahead + ((i + 1) & 3) * ldw * 2 + ((i + 1) >> 2) * 64, _MM_HINT_T0);
+            }
+            __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
+            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(w0 + n));
+            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(w1 + n));
+            const __m256i v2 = _mm256_loadu_si256((const __m256i *)(const void *)(w2 + n));
+            const __m256i v3 = _mm256_loadu_si256((const __m256i *)(const void *)(w3 + n));
+            WIDEN16(v0, e0, o0);
+            e = _mm256_fmadd_ps(b0, e0, e), o = _mm256_fmadd_ps(b0, o0, o);
+            WIDEN16(v1, e1, o1);
+            e = _mm256_fmadd_ps(b1, e1, e), o = _mm256_fmadd_ps(b1, o1, o);
+            WIDEN16(v2, e2, o2);
+            e = _mm256_fmadd_ps(b2, e2, e), o = _mm256_fmadd_ps(b2, o2, o);
+            WIDEN16(v3, e3, o3);
+            e = _mm256_fmadd_ps(b3, e3, e), o = _mm256_fmadd_ps(b3, o3, o);
+            _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
         }
     }
     for (; k < K; k++) {
         const __m256 b = _mm256_broadcast_ss(x + k);
-        for (int n = n0; n < n8; n += 8)
-            _mm256_storeu_ps(y + n, _mm256_fmadd_ps(b, load8(W + (long)k * ldw + n), _mm256_loadu_ps(y + n)));
+        for (int n = n0; n < n16; n += 16) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(W + (long)k * ldw + n));
+            WIDEN16(v, we, wo);
+            _mm256_storeu_ps(y + n, _mm256_fmadd_ps(b, we, _mm256_loadu_ps(y + n)));
+            _mm256_storeu_ps(y + n + 8, _mm256_fmadd_ps(b, wo, _mm256_loadu_ps(y + n + 8)));
+        }
     }
-    for (int n = n8; n < n1; n++) {
+    for (int n = n0; n < n16; n += 16) /* even and odd columns back in order */
+        join16(y + n, _mm256_loadu_ps(y + n), _mm256_loadu_ps(y + n + 8));
+    for (int n = n16; n < n1; n++) {
         float s = 0.0f;
         for (int kk = 0; kk < K; kk++)
-            s += x[kk] * gm_bf16_to_f32(W[(long)kk * ldw + n]);
+            s = fmaf(x[kk], gm_bf16_to_f32(W[(long)kk * ldw + n]), s);
         y[n] = s;
     }
 }

@@ -1123,6 +1123,12 @@ void st_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows,
         return;
     }
     gm_bf16 *tmp = dtype == ST_BF16 ? NULL : malloc(block * cols * 2);
+    if (dtype != ST_BF16 && !tmp) { /* no memory for a block: one value at a time, the same result */
+        for (size_t r = r0; r < r1; r++)
+            for (size_t c = 0; c < cols; c++)
+                convert_run(dst + c * rows + r, (const uint8_t *)src + ((r - r0) * cols + c) * es, 1, dtype);
+        return;
+    }
     for (size_t r = r0; r < r1; r += block) {
         const size_t n = r1 - r < block ? r1 - r : block;
         const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;

@@ -50,11 +50,12 @@ typedef struct load_job {
 
 enum { PIECE_BYTES = 8u << 20 };
 
-/* The whole pages inside [p, p + n), for madvise. */
-static void page_range(const uint8_t *p, size_t n, uint8_t **start, size_t *len)
+/* For madvise: the pages [p, p + n) touches (outer), or the whole pages inside it. */
+static void page_range(const uint8_t *p, size_t n, int outer, uint8_t **start, size_t *len)
 {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + n) / page * page;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p, hi = lo + n;
+    const uintptr_t a = outer ? lo / page * page : (lo + page - 1) / page * page;
+    const uintptr_t b = outer ? (hi + page - 1) / page * page : hi / page * page;
     *start = (uint8_t *)a;
     *len = b > a ? b - a : 0;
 }
@@ -92,11 +93,11 @@ static void load_piece(void *ctx, int i)
     uint8_t *pages;
     size_t len;
 #ifdef MADV_POPULATE_READ
-    page_range(src - 4095, bytes + 8190, &pages, &len); /* every page the rows touch */
-    madvise(pages, len, MADV_POPULATE_READ);            /* a hint: faults still work without it */
+    page_range(src, bytes, 1, &pages, &len);
+    madvise(pages, len, MADV_POPULATE_READ); /* a hint: faults still work without it */
 #endif
     st_convert_rows(p->dst, src, p->t->dtype, rows, cols, p->r0, p->r1, p->transpose);
-    page_range(src, bytes, &pages, &len);
+    page_range(src, bytes, 0, &pages, &len); /* the neighbours' pages stay until the model is closed */
     madvise(pages, len, MADV_DONTNEED);
 }
 

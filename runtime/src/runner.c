@@ -81,27 +81,48 @@ static void attend_head(void *ctx, int head)
         const int p = j->pos0 + t; /* attends to positions 0..p; later ones are masked */
         const float *q = s->q + (long)t * qw + head * hd;
         float max = -INFINITY;
-        for (int k = 0; k <= p; k++) {
+        int k = 0;
+        for (; k + 4 <= p + 1; k += 4) { /* four keys at a time: four independent sums, each over d in order */
+            const float *k0 = kc + (long)k * kvw + kvh * hd, *k1 = k0 + kvw, *k2 = k1 + kvw, *k3 = k2 + kvw;
+            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+            for (int d = 0; d < hd; d++)
+                d0 += q[d] * k0[d], d1 += q[d] * k1[d], d2 += q[d] * k2[d], d3 += q[d] * k3[d];
+            sc[k] = d0, sc[k + 1] = d1, sc[k + 2] = d2, sc[k + 3] = d3;
+        }
+        for (; k <= p; k++) {
             const float *kv = kc + (long)k * kvw + kvh * hd;
             float dot = 0.0f;
             for (int d = 0; d < hd; d++)
                 dot += q[d] * kv[d];
-            sc[k] = bf(s, bf(s, dot) * scale); /* scores, then the scale: two roundings */
+            sc[k] = dot;
+        }
+        for (k = 0; k <= p; k++) {
+            sc[k] = bf(s, bf(s, sc[k]) * scale); /* scores, then the scale: two roundings */
             if (sc[k] > max)
                 max = sc[k];
         }
         float sum = 0.0f;
-        for (int k = 0; k <= p; k++) {
+        for (k = 0; k <= p; k++) {
             sc[k] = expf(sc[k] - max);
             sum += sc[k];
         }
-        for (int k = 0; k <= p; k++)
+        for (k = 0; k <= p; k++)
             sc[k] = bf(s, sc[k] / sum); /* softmax in fp32, rounded once */
         float *out = s->att + (long)t * qw + head * hd;
-        for (int d = 0; d < hd; d++) {
+        const float *v = vc + kvh * hd;
+        int d = 0;
+        for (; d + 4 <= hd; d += 4) { /* four outputs at a time, each summed over k in order */
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (k = 0; k <= p; k++) {
+                const float *vk = v + (long)k * kvw + d;
+                a0 += sc[k] * vk[0], a1 += sc[k] * vk[1], a2 += sc[k] * vk[2], a3 += sc[k] * vk[3];
+            }
+            out[d] = bf(s, a0), out[d + 1] = bf(s, a1), out[d + 2] = bf(s, a2), out[d + 3] = bf(s, a3);
+        }
+        for (; d < hd; d++) {
             float acc = 0.0f;
-            for (int k = 0; k <= p; k++)
-                acc += sc[k] * vc[(long)k * kvw + kvh * hd + d];
+            for (k = 0; k <= p; k++)
+                acc += sc[k] * v[(long)k * kvw + d];
             out[d] = bf(s, acc); /* probs . V, one rounding */
         }
     }

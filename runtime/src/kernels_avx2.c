@@ -45,7 +45,7 @@ static inline void join16(float *y, __m256 even, __m256 odd)
 /*
 ** Cache lines of W to fetch while a tile runs: `rows` rows from p (stride
 ** bytes apart), `lines` lines of each. A tile fetches one every FETCH_EVERY
-** steps, so the next k-block is in cache by the time it is needed.
+** steps, so the weights the next band reads are in cache by its turn.
 */
 typedef struct ahead {
     const char *p;

@@ -120,6 +120,12 @@ static int use_avx2(void) { return !force_portable && have_avx2(); }
 
 const char *gm_kernels_name(void) { return use_avx2() ? "avx2+fma" : "portable"; }
 
+/* One row of X is memory-bound: n columns or rows split into one run per thread, whole multiples of GEMV_MIN. */
+static int per_thread(int n, int threads)
+{
+    return ((n + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
+}
+
 /* ---------------------------------------------------------------------- */
 
 /*
@@ -138,22 +144,18 @@ typedef struct mm_job {
     gm_gemv_fn gemv;
 } mm_job;
 
-/* The bias and the one rounding of columns [n0, n1) of output o. */
-static void finish(const mm_job *j, const gm_out *o, int n0, int n1)
+/* The bias and the one rounding of columns [n0, n1) of output o's T rows. */
+static void finish(const gm_out *o, int T, int round, int n0, int n1)
 {
-    for (int t = 0; t < j->T; t++) {
+    for (int t = 0; t < T; t++) {
         float *y = o->Y + (long)t * o->N + n0;
         const gm_bf16 *b = o->bias ? o->bias + n0 : NULL;
         if (use_avx2()) {
-            gm_finish_avx2(y, b, n1 - n0, j->round);
+            gm_finish_avx2(y, b, n1 - n0, round);
             continue;
         }
-        for (int n = 0; n < n1 - n0; n++) {
-            float v = y[n];
-            if (b)
-                v += gm_bf16_to_f32(b[n]);
-            y[n] = j->round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v;
-        }
+        for (int n = 0; n < n1 - n0; n++)
+            y[n] = round1(b ? y[n] + gm_bf16_to_f32(b[n]) : y[n], round);
     }
 }
 
@@ -171,7 +173,7 @@ static void matmul_chunk(void *ctx, int i)
     const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
     const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1};
     j->band(&b);
-    finish(j, o, c0, c1);
+    finish(o, j->T, j->round, c0, c1);
 }
 
 /*
@@ -189,7 +191,7 @@ static void gemv_part(void *ctx, int i)
         const int n0 = c0 > base ? c0 - base : 0, n1 = c1 - base < o->N ? c1 - base : o->N;
         if (n0 < n1) {
             j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1);
-            finish(j, o, n0, n1);
+            finish(o, j->T, j->round, n0, n1);
         }
     }
 }
@@ -214,7 +216,7 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
         return;
     }
     const int threads = gm_pool_threads(p);
-    j.part = ((cols + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
+    j.part = per_thread(cols, threads);
     gm_pool_run(p, threads, gemv_part, &j);
 }
 
@@ -239,13 +241,12 @@ static void matmul_nt_band(void *ctx, int i)
 {
     const nt_job *j = ctx;
     const gm_out o = {j->Y, j->W, NULL, j->N};
-    const mm_job fin = {.T = j->T, .round = j->round};
     const int n0 = i * j->band, n1 = n0 + j->band < j->N ? n0 + j->band : j->N;
     if (n0 >= n1)
         return;
     if (j->T == 1 && j->dot == gm_dot_avx2) { /* the LM head in decode and lite prefill */
         gm_dot_rows_avx2(j->Y, j->X, j->W, j->K, n0, n1);
-        finish(&fin, &o, n0, n1);
+        finish(&o, j->T, j->round, n0, n1);
         return;
     }
     for (int t = 0; t < j->T; t += MR) {
@@ -253,19 +254,16 @@ static void matmul_nt_band(void *ctx, int i)
         for (int n = n0; n < n1; n++)
             j->dot(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K, j->K, j->W + (long)n * j->K, j->K, rows);
     }
-    finish(&fin, &o, n0, n1);
+    finish(&o, j->T, j->round, n0, n1);
 }
 
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N, int round)
 {
     /* one row of X is memory-bound: one contiguous run of W's rows per thread */
-    const int threads = gm_pool_threads(p);
-    const int band = T > 1 ? BAND : ((N + threads - 1) / threads + GEMV_MIN - 1) / GEMV_MIN * GEMV_MIN;
+    const int band = T > 1 ? BAND : per_thread(N, gm_pool_threads(p));
     nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable, band};
     gm_pool_run(p, (N + band - 1) / band, matmul_nt_band, &j);
 }
-
-static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
 
 void gm_add_round(float *x, const float *y, int n, int round)
 {
@@ -307,6 +305,6 @@ void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf
                 s += X[(long)t * K + k] * gm_bf16_to_f32(W[(long)k * N + n]);
             if (bias)
                 s += gm_bf16_to_f32(bias[n]);
-            Y[(long)t * N + n] = round ? gm_bf16_to_f32(gm_f32_to_bf16(s)) : s;
+            Y[(long)t * N + n] = round1(s, round);
         }
 }

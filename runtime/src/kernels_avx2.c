@@ -331,8 +331,6 @@ static inline __m256 round8(__m256 v)
     return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
 }
 
-static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
-
 void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
 {
     int i = 0;

@@ -4,6 +4,9 @@
 
 #include "gm/bf16.h"
 
+/* v rounded once to bf16, when asked: the scalar steps of every kernel. */
+static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
+
 enum {
     KB = 256,     /* k-block: the rows of W a band multiplies before the next */
     GM_BAND = 192 /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */

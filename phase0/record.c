@@ -12,6 +12,20 @@
 #define BLOCKER_MARK "<!-- phase0 -->"
 
 /* The new text is built in a memory stream, then written over the old file. */
+/* The file at path read into *old, and a memory stream for its new text; NULL on failure, st set. */
+static FILE *begin(const char *path, char **old, size_t *len, char **buf, size_t *blen, gm_status *st)
+{
+    if (gm_read_file(path, 16u << 20, old, len, st))
+        return NULL;
+    FILE *out = open_memstream(buf, blen);
+    if (!out) {
+        free(*old);
+        *old = NULL;
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    }
+    return out;
+}
+
 static int finish(FILE *out, char **buf, size_t *len, const char *path, gm_status *st)
 {
     if (fclose(out) != 0 || !*buf)
@@ -26,13 +40,9 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
     char path[4096], *old = NULL, *buf = NULL;
     size_t len = 0, blen = 0;
     snprintf(path, sizeof path, "%s/docs/development_progress/progress.md", model_dir);
-    if (gm_read_file(path, 16u << 20, &old, &len, st))
+    FILE *out = begin(path, &old, &len, &buf, &blen, st);
+    if (!out)
         return st->code;
-    FILE *out = open_memstream(&buf, &blen);
-    if (!out) {
-        free(old);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-    }
     const char *b = strstr(old, BEGIN), *e = b ? strstr(b, END) : NULL;
     if (b && e) { /* replace the previous Phase 0 entry where it stands */
         e += strlen(END);
@@ -62,13 +72,9 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
     char path[4096], *old = NULL, *buf = NULL;
     size_t len = 0, blen = 0;
     snprintf(path, sizeof path, "%s/TODO.md", model_dir);
-    if (gm_read_file(path, 16u << 20, &old, &len, st))
+    FILE *out = begin(path, &old, &len, &buf, &blen, st);
+    if (!out)
         return st->code;
-    FILE *out = open_memstream(&buf, &blen);
-    if (!out) {
-        free(old);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-    }
     int in_blockers = 0, blockers = 0;
     for (const char *line = old; *line;) {
         const size_t n = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');

@@ -111,38 +111,44 @@ static void fill(float *X, int nx, gm_bf16 *W, int nw, int K)
 
 Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
 {
-    /* q/k/v-like groups, one with more outputs than a run takes (it is split), one row and many */
+    /*
+    ** q/k/v-like groups, one with more outputs than a run takes (it is split),
+    ** one row and many; on 2 and 3 threads, so that one-row runs give some
+    ** threads whole outputs and others parts of one.
+    */
     const int Ns[] = {200, 32, 32, 1000, 17, 64};
     enum { K = 300, MAXN = 1000, OUTS = 6 };
-    gm_pool *two = gm_pool_new(2);
-    for (int portable = 0; portable < 2; portable++) {
-        gm_kernels_force_portable(portable);
-        const int Ts[] = {1, 7, 33};
-        for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
-            const int T = Ts[ti];
-            float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R = malloc(sizeof(float) * T * MAXN);
-            gm_bf16 *W[OUTS];
-            gm_out outs[OUTS];
-            for (int o = 0; o < OUTS; o++) {
-                Y[o] = malloc(sizeof(float) * T * Ns[o]);
-                W[o] = malloc(2 * (size_t)K * Ns[o]);
-                fill(X, T * K, W[o], K * Ns[o], K);
-                outs[o] = (gm_out){Y[o], W[o], NULL, Ns[o]};
+    for (int threads = 2; threads <= 3; threads++) {
+        gm_pool *pool = gm_pool_new(threads);
+        for (int portable = 0; portable < 2; portable++) {
+            gm_kernels_force_portable(portable);
+            const int Ts[] = {1, 7, 33};
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const int T = Ts[ti];
+                float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R = malloc(sizeof(float) * T * MAXN);
+                gm_bf16 *W[OUTS];
+                gm_out outs[OUTS];
+                for (int o = 0; o < OUTS; o++) {
+                    Y[o] = malloc(sizeof(float) * T * Ns[o]);
+                    W[o] = malloc(2 * (size_t)K * Ns[o]);
+                    fill(X, T * K, W[o], K * Ns[o], K);
+                    outs[o] = (gm_out){Y[o], W[o], NULL, Ns[o]};
+                }
+                gm_matmul_outs(pool, X, T, K, outs, OUTS, 1);
+                for (int o = 0; o < OUTS; o++) {
+                    gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread */
+                    cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
+                              "%s T=%d: output %d (N=%d) differs grouped on %d threads from alone on 1",
+                              gm_kernels_name(), T, o, Ns[o], threads);
+                }
+                for (int o = 0; o < OUTS; o++)
+                    free(Y[o]), free(W[o]);
+                free(X), free(R);
             }
-            gm_matmul_outs(two, X, T, K, outs, OUTS, 1);
-            for (int o = 0; o < OUTS; o++) {
-                gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread */
-                cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
-                          "%s T=%d: output %d (N=%d) differs grouped on 2 threads from alone on 1",
-                          gm_kernels_name(), T, o, Ns[o]);
-            }
-            for (int o = 0; o < OUTS; o++)
-                free(Y[o]), free(W[o]);
-            free(X), free(R);
         }
+        gm_kernels_force_portable(0);
+        gm_pool_free(pool);
     }
-    gm_kernels_force_portable(0);
-    gm_pool_free(two);
 }
 
 Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)

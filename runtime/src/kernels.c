@@ -83,8 +83,9 @@ static void band_portable(const gm_band *b)
         }
 }
 
-static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1)
+static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch)
 {
+    (void)fetch;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
     for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */
@@ -180,7 +181,8 @@ static void matmul_chunk(void *ctx, int i)
 ** One row of X: memory-bound, so W is streamed once with no packing. Task i
 ** takes part i of the outputs' columns laid end to end: with two threads
 ** and two equal outputs (gate and up), each thread reads one whole matrix
-** front to back.
+** front to back, fetched ahead by the hardware alone; a part of a matrix's
+** columns is fetched ahead by the kernel too.
 */
 static void gemv_part(void *ctx, int i)
 {
@@ -190,7 +192,7 @@ static void gemv_part(void *ctx, int i)
         const gm_out *o = &j->outs[oi];
         const int n0 = c0 > base ? c0 - base : 0, n1 = c1 - base < o->N ? c1 - base : o->N;
         if (n0 < n1) {
-            j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1);
+            j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
             finish(o, j->T, j->round, n0, n1);
         }
     }

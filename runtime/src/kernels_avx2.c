@@ -199,16 +199,17 @@ void gm_band_avx2(const gm_band *b)
         }
 }
 
-void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1)
+void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
 {
     /*
     ** Rows of W in order, four at a time, the band's sums kept in y (L1);
     ** each sum still adds its k terms in order. Memory-bound: how much of W
     ** is in flight is what counts, so the loop is lean (16 weights widened
     ** by one shift and one and, their sums kept as even and odd columns in
-    ** y until the end) and each step fetches two cache lines of the rows
-    ** GEMV_AHEAD further on, since a band is too short a run of each row
-    ** for the hardware prefetcher.
+    ** y until the end). A run of columns shorter than the row is too short
+    ** for the hardware prefetcher, so with fetch_ahead set each step fetches
+    ** two cache lines of the rows GEMV_AHEAD further on; whole rows are one
+    ** long run, which the prefetcher streams faster on its own.
     */
     const int n16 = n0 + (n1 - n0) / 16 * 16;
     for (int n = n0; n < n1; n++)
@@ -219,7 +220,7 @@ void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, i
         const __m256 b0 = _mm256_broadcast_ss(x + k), b1 = _mm256_broadcast_ss(x + k + 1);
         const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
         const char *ahead = (const char *)(w0 + GEMV_AHEAD * ldw + n0);
-        const int fetch = k + GEMV_AHEAD + 4 <= K;
+        const int fetch = fetch_ahead && k + GEMV_AHEAD + 4 <= K;
         for (int n = n0, i = 0; n < n16; n += 16, i += 2) {
             if (fetch) { /* lines i / 4 and (i + 1) / 4 of rows i % 4 and (i + 1) % 4 */
                 _mm_prefetch(ahead + (i & 3) * ldw * 2 + (i >> 2) * 64, _MM_HINT_T0);

@@ -112,12 +112,13 @@ static void fill(float *X, int nx, gm_bf16 *W, int nw, int K)
 Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
 {
     /*
-    ** q/k/v-like groups, one with more outputs than a run takes (it is split),
-    ** one row and many; on 2 and 3 threads, so that one-row runs give some
-    ** threads whole outputs and others parts of one.
+    ** q/k/v-like groups of outputs, more than a run takes (they are split),
+    ** one row and many. One-row runs on 2 threads give each thread one of
+    ** {32, 32} and of {64, 64} whole and split the others by columns; on 3
+    ** threads they split every output.
     */
-    const int Ns[] = {200, 32, 32, 1000, 17, 64};
-    enum { K = 300, MAXN = 1000, OUTS = 6 };
+    const int Ns[] = {200, 1000, 32, 32, 17, 64, 64};
+    enum { K = 300, MAXN = 1000, OUTS = 7 };
     for (int threads = 2; threads <= 3; threads++) {
         gm_pool *pool = gm_pool_new(threads);
         for (int portable = 0; portable < 2; portable++) {

@@ -132,15 +132,14 @@ static int per_thread(int n, int threads)
 /*
 ** One call: X against one or more weights. Task t of a blocked run is chunk
 ** t - first[i] of output i (first[] counts the chunks before each output);
-** a one-row run splits the outputs' columns, laid end to end, into equal
-** parts, one per thread.
+** task t of a one-row run is thread t's work (gemv_part).
 */
 typedef struct mm_job {
     const float *X;
     int T, K, round, n_outs;
     const gm_out *outs;
     int first[GM_MAX_OUTS + 1];
-    int part; /* one row: concatenated columns per thread */
+    int threads, whole_from; /* one row: outputs [whole_from, n_outs) are read whole, one thread each */
     void (*band)(const gm_band *);
     gm_gemv_fn gemv;
 } mm_job;
@@ -178,19 +177,26 @@ static void matmul_chunk(void *ctx, int i)
 }
 
 /*
-** One row of X: memory-bound, so W is streamed once with no packing. Task i
-** takes part i of the outputs' columns laid end to end: with two threads
-** and two equal outputs (gate and up), each thread reads one whole matrix
-** front to back, fetched ahead by the hardware alone; a part of a matrix's
-** columns is fetched ahead by the kernel too.
+** One row of X: memory-bound, so W is streamed once with no packing. The
+** outputs read whole go one to a thread, each front to back, a long run of
+** memory the hardware prefetcher streams by itself (gate and up on two
+** threads, k and v). The others are split by columns, each thread taking
+** its share of every row, a run too short for the prefetcher, so the kernel
+** fetches it ahead (q, o, down). Splitting a matrix by rows instead would
+** change the order of each sum.
 */
-static void gemv_part(void *ctx, int i)
+static void gemv_part(void *ctx, int t)
 {
     const mm_job *j = ctx;
-    const int c0 = i * j->part, c1 = c0 + j->part;
-    for (int oi = 0, base = 0; oi < j->n_outs; base += j->outs[oi].N, oi++) {
+    for (int oi = 0; oi < j->n_outs; oi++) {
         const gm_out *o = &j->outs[oi];
-        const int n0 = c0 > base ? c0 - base : 0, n1 = c1 - base < o->N ? c1 - base : o->N;
+        int n0 = 0, n1 = o->N;
+        if (oi < j->whole_from) { /* this thread's share of the columns */
+            const int part = per_thread(o->N, j->threads);
+            n0 = t * part, n1 = n0 + part < o->N ? n0 + part : o->N;
+        } else if ((oi - j->whole_from) % j->threads != t) {
+            continue;
+        }
         if (n0 < n1) {
             j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
             finish(o, j->T, j->round, n0, n1);
@@ -208,18 +214,19 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
     const int avx2 = use_avx2();
     mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs,
                 .band = avx2 ? gm_band_avx2 : band_portable, .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};
-    int cols = 0;
-    for (int i = 0; i < n_outs; i++) {
+    for (int i = 0; i < n_outs; i++)
         j.first[i + 1] = j.first[i] + (outs[i].N + CHUNK * BAND - 1) / (CHUNK * BAND);
-        cols += outs[i].N;
-    }
     if (T > 1) {
         gm_pool_run(p, j.first[n_outs], matmul_chunk, &j);
         return;
     }
-    const int threads = gm_pool_threads(p);
-    j.part = per_thread(cols, threads);
-    gm_pool_run(p, threads, gemv_part, &j);
+    /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up */
+    j.threads = gm_pool_threads(p);
+    j.whole_from = j.threads == 1 ? 0 : n_outs;
+    for (int i = n_outs - 1; j.threads > 1 && i >= 0 && outs[i].N == outs[n_outs - 1].N; i--)
+        if ((n_outs - i) % j.threads == 0)
+            j.whole_from = i;
+    gm_pool_run(p, j.threads, gemv_part, &j);
 }
 
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,

@@ -177,11 +177,20 @@ static void attn_residual_row(void *ctx, int t)
     rms_norm(s, s->h + (long)t * s->H, x, j->w->ffn_norm, s->H);
 }
 
-/* g = bf(bf(SiLU(g)) * u), SiLU in fp32 */
-static void swiglu_row(void *ctx, int t)
+/*
+** g = bf(bf(SiLU(g)) * u), SiLU in fp32: element by element, so the n rows
+** are cut into equal parts, one per thread when there is one row (decode).
+*/
+typedef struct swiglu_job {
+    rt_session *s;
+    long n, part;
+} swiglu_job;
+
+static void swiglu_part(void *ctx, int i)
 {
-    const row_job *j = ctx;
-    gm_swiglu(j->s->g + (long)t * j->s->F, j->s->u + (long)t * j->s->F, j->s->F, j->s->opt.precision == RT_BF16);
+    const swiglu_job *j = ctx;
+    const long a = i * j->part, b = a + j->part < j->n ? a + j->part : j->n;
+    gm_swiglu(j->s->g + a, j->s->u + a, (int)(b - a), j->s->opt.precision == RT_BF16);
 }
 
 /* x = bf(x + MLP output) */
@@ -196,7 +205,7 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 {
     const rt_model *m = s->m;
     const int H = s->H, hd = s->hd, qw = s->nh * hd, kvw = s->nkv * hd, F = s->F;
-    const int pos0 = s->pos, round = s->opt.precision == RT_BF16;
+    const int pos0 = s->pos, round = s->opt.precision == RT_BF16, threads = gm_pool_threads(s->pool);
 
     for (int t = 0; t < n; t++) /* the embedding: a row lookup, exact */
         for (int i = 0; i < H; i++)
@@ -221,7 +230,8 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         gm_pool_run(s->pool, n, attn_residual_row, &rj);
         const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
         gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
-        gm_pool_run(s->pool, n, swiglu_row, &rj);
+        swiglu_job sj = {s, (long)n * F, n > 1 ? F : (F + threads - 1) / threads};
+        gm_pool_run(s->pool, (int)((sj.n + sj.part - 1) / sj.part), swiglu_part, &sj);
         gm_matmul(s->pool, s->o, s->g, w->w_down, NULL, n, F, H, round);
         gm_pool_run(s->pool, n, mlp_residual_row, &rj);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */

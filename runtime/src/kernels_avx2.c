@@ -199,58 +199,61 @@ void gm_band_avx2(const gm_band *b)
         }
 }
 
+/*
+** One row of X (decode), R (<= 8) rows of W from row k: y[n0..n16) +=
+** x[k..k + R) @ W[k..k + R)[n0..n16), each sum adding its k terms in order,
+** kept as even and odd columns. Memory-bound, so the loop is lean (16
+** weights widened by one shift and one and) and reads R rows at once: eight
+** keep more of W in flight than four, and the sums go through L1 half as
+** often.
+** With fetch, each step of 16 columns also fetches R / 2 cache lines of the
+** R rows GEMV_AHEAD further on, every line of them once in two steps.
+*/
+static inline __attribute__((always_inline)) void gemv_pass(int R, float *y, const float *x, const gm_bf16 *W,
+                                                             long ldw, int k, int n0, int n16, int fetch)
+{
+    const gm_bf16 *w[8];
+    __m256 b[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        w[r] = W + (long)(k + r) * ldw;
+        b[r] = _mm256_broadcast_ss(x + k + r);
+    }
+    const char *ahead = (const char *)(w[0] + GEMV_AHEAD * ldw + n0);
+    for (int n = n0, step = 0; n < n16; n += 16, step++) {
+        if (fetch) {
+            const char *a = ahead + (step & 1) * (R / 2) * ldw * 2 + (step >> 1) * 64;
+#pragma GCC unroll 4
+            for (int r = 0; r < R / 2; r++)
+                _mm_prefetch(a + r * ldw * 2, _MM_HINT_T0);
+        }
+        __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(w[r] + n));
+            WIDEN16(v, we, wo);
+            e = _mm256_fmadd_ps(b[r], we, e), o = _mm256_fmadd_ps(b[r], wo, o);
+        }
+        _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
+    }
+}
+
+/*
+** Rows in order, R at a time; each sum still adds its k terms in order. A
+** run of columns shorter than the row is too short for the hardware
+** prefetcher, so fetch_ahead asks the passes to fetch ahead; whole rows are
+** one long run, which the prefetcher streams faster on its own.
+*/
 void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
 {
-    /*
-    ** Rows of W in order, four at a time, the band's sums kept in y (L1);
-    ** each sum still adds its k terms in order. Memory-bound: how much of W
-    ** is in flight is what counts, so the loop is lean (16 weights widened
-    ** by one shift and one and, their sums kept as even and odd columns in
-    ** y until the end). A run of columns shorter than the row is too short
-    ** for the hardware prefetcher, so with fetch_ahead set each step fetches
-    ** two cache lines of the rows GEMV_AHEAD further on; whole rows are one
-    ** long run, which the prefetcher streams faster on its own.
-    */
     const int n16 = n0 + (n1 - n0) / 16 * 16;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
     int k = 0;
-    for (; k + 4 <= K; k += 4) {
-        const gm_bf16 *w0 = W + (long)k * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw, *w3 = w2 + ldw;
-        const __m256 b0 = _mm256_broadcast_ss(x + k), b1 = _mm256_broadcast_ss(x + k + 1);
-        const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
-        const char *ahead = (const char *)(w0 + GEMV_AHEAD * ldw + n0);
-        const int fetch = fetch_ahead && k + GEMV_AHEAD + 4 <= K;
-        for (int n = n0, i = 0; n < n16; n += 16, i += 2) {
-            if (fetch) { /* lines i / 4 and (i + 1) / 4 of rows i % 4 and (i + 1) % 4 */
-                _mm_prefetch(ahead + (i & 3) * ldw * 2 + (i >> 2) * 64, _MM_HINT_T0);
-                _mm_prefetch(ahead + ((i + 1) & 3) * ldw * 2 + ((i + 1) >> 2) * 64, _MM_HINT_T0);
-            }
-            __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
-            const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(w0 + n));
-            const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(w1 + n));
-            const __m256i v2 = _mm256_loadu_si256((const __m256i *)(const void *)(w2 + n));
-            const __m256i v3 = _mm256_loadu_si256((const __m256i *)(const void *)(w3 + n));
-            WIDEN16(v0, e0, o0);
-            e = _mm256_fmadd_ps(b0, e0, e), o = _mm256_fmadd_ps(b0, o0, o);
-            WIDEN16(v1, e1, o1);
-            e = _mm256_fmadd_ps(b1, e1, e), o = _mm256_fmadd_ps(b1, o1, o);
-            WIDEN16(v2, e2, o2);
-            e = _mm256_fmadd_ps(b2, e2, e), o = _mm256_fmadd_ps(b2, o2, o);
-            WIDEN16(v3, e3, o3);
-            e = _mm256_fmadd_ps(b3, e3, e), o = _mm256_fmadd_ps(b3, o3, o);
-            _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
-        }
-    }
-    for (; k < K; k++) {
-        const __m256 b = _mm256_broadcast_ss(x + k);
-        for (int n = n0; n < n16; n += 16) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(W + (long)k * ldw + n));
-            WIDEN16(v, we, wo);
-            _mm256_storeu_ps(y + n, _mm256_fmadd_ps(b, we, _mm256_loadu_ps(y + n)));
-            _mm256_storeu_ps(y + n + 8, _mm256_fmadd_ps(b, wo, _mm256_loadu_ps(y + n + 8)));
-        }
-    }
+    for (; k + 8 <= K; k += 8)
+        gemv_pass(8, y, x, W, ldw, k, n0, n16, fetch_ahead && k + GEMV_AHEAD + 8 <= K);
+    for (; k < K; k++)
+        gemv_pass(1, y, x, W, ldw, k, n0, n16, 0);
     for (int n = n0; n < n16; n += 16) /* even and odd columns back in order */
         join16(y + n, _mm256_loadu_ps(y + n), _mm256_loadu_ps(y + n + 8));
     for (int n = n16; n < n1; n++) {

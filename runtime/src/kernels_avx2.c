@@ -200,60 +200,65 @@ void gm_band_avx2(const gm_band *b)
 }
 
 /*
-** One row of X (decode), R (<= 8) rows of W from row k: y[n0..n16) +=
-** x[k..k + R) @ W[k..k + R)[n0..n16), each sum adding its k terms in order,
-** kept as even and odd columns. Memory-bound, so the loop is lean (16
-** weights widened by one shift and one and) and reads R rows at once: eight
-** keep more of W in flight than four, and the sums go through L1 half as
-** often.
-** With fetch, each step of 16 columns also fetches R / 2 cache lines of the
-** R rows GEMV_AHEAD further on, every line of them once in two steps.
+** One row of X (decode): y[n0..n1) = x[0..K) @ W[0..K)[n0..n1). Rows in
+** order, eight at a time, each sum adding its k terms in order, kept as
+** even and odd columns in y until the end. Memory-bound, so the loop is
+** lean (16 weights widened by one shift and one and) and reads eight rows
+** at once: more of W in flight than four, and the sums go through L1 half
+** as often. A run of columns shorter than the row is too short for the
+** hardware prefetcher, so with fetch_ahead set each step of 16 columns also
+** fetches four cache lines of the eight rows GEMV_AHEAD further on (each of
+** their lines once in two steps); whole rows are one long run, which the
+** prefetcher streams faster on its own.
 */
-static inline __attribute__((always_inline)) void gemv_pass(int R, float *y, const float *x, const gm_bf16 *W,
-                                                             long ldw, int k, int n0, int n16, int fetch)
-{
-    const gm_bf16 *w[8];
-    __m256 b[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        w[r] = W + (long)(k + r) * ldw;
-        b[r] = _mm256_broadcast_ss(x + k + r);
-    }
-    const char *ahead = (const char *)(w[0] + GEMV_AHEAD * ldw + n0);
-    for (int n = n0, step = 0; n < n16; n += 16, step++) {
-        if (fetch) {
-            const char *a = ahead + (step & 1) * (R / 2) * ldw * 2 + (step >> 1) * 64;
-#pragma GCC unroll 4
-            for (int r = 0; r < R / 2; r++)
-                _mm_prefetch(a + r * ldw * 2, _MM_HINT_T0);
-        }
-        __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(w[r] + n));
-            WIDEN16(v, we, wo);
-            e = _mm256_fmadd_ps(b[r], we, e), o = _mm256_fmadd_ps(b[r], wo, o);
-        }
-        _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
-    }
-}
+#define GEMV_ROW(v, b)                                                                          \
+    do {                                                                                        \
+        WIDEN16(v, we, wo);                                                                     \
+        e = _mm256_fmadd_ps(b, we, e), o = _mm256_fmadd_ps(b, wo, o);                           \
+    } while (0)
 
-/*
-** Rows in order, R at a time; each sum still adds its k terms in order. A
-** run of columns shorter than the row is too short for the hardware
-** prefetcher, so fetch_ahead asks the passes to fetch ahead; whole rows are
-** one long run, which the prefetcher streams faster on its own.
-*/
 void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
 {
     const int n16 = n0 + (n1 - n0) / 16 * 16;
+    const long l = ldw;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
     int k = 0;
-    for (; k + 8 <= K; k += 8)
-        gemv_pass(8, y, x, W, ldw, k, n0, n16, fetch_ahead && k + GEMV_AHEAD + 8 <= K);
-    for (; k < K; k++)
-        gemv_pass(1, y, x, W, ldw, k, n0, n16, 0);
+    for (; k + 8 <= K; k += 8) {
+        const gm_bf16 *w = W + (long)k * l;
+        const __m256 b0 = _mm256_broadcast_ss(x + k), b1 = _mm256_broadcast_ss(x + k + 1);
+        const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
+        const __m256 b4 = _mm256_broadcast_ss(x + k + 4), b5 = _mm256_broadcast_ss(x + k + 5);
+        const __m256 b6 = _mm256_broadcast_ss(x + k + 6), b7 = _mm256_broadcast_ss(x + k + 7);
+        const char *ahead = (const char *)(w + GEMV_AHEAD * l + n0);
+        const int fetch = fetch_ahead && k + GEMV_AHEAD + 8 <= K;
+        for (int n = n0, step = 0; n < n16; n += 16, step++) {
+            if (fetch) { /* line step / 2 of rows 0-3 (even steps) or 4-7 (odd) */
+                const char *a = ahead + (step & 1) * 8 * l + (step >> 1) * 64;
+                _mm_prefetch(a, _MM_HINT_T0), _mm_prefetch(a + 2 * l, _MM_HINT_T0);
+                _mm_prefetch(a + 4 * l, _MM_HINT_T0), _mm_prefetch(a + 6 * l, _MM_HINT_T0);
+            }
+            __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
+            const gm_bf16 *c = w + n;
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)c), b0);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + l)), b1);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 2 * l)), b2);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 3 * l)), b3);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 4 * l)), b4);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 5 * l)), b5);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 6 * l)), b6);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(c + 7 * l)), b7);
+            _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
+        }
+    }
+    for (; k < K; k++) {
+        const __m256 b = _mm256_broadcast_ss(x + k);
+        for (int n = n0; n < n16; n += 16) {
+            __m256 e = _mm256_loadu_ps(y + n), o = _mm256_loadu_ps(y + n + 8);
+            GEMV_ROW(_mm256_loadu_si256((const __m256i *)(const void *)(W + (long)k * l + n)), b);
+            _mm256_storeu_ps(y + n, e), _mm256_storeu_ps(y + n + 8, o);
+        }
+    }
     for (int n = n0; n < n16; n += 16) /* even and odd columns back in order */
         join16(y + n, _mm256_loadu_ps(y + n), _mm256_loadu_ps(y + n + 8));
     for (int n = n16; n < n1; n++) {

@@ -33,7 +33,6 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 typedef struct piece {
     gm_bf16 *dst;          /* the whole tensor */
     const st_tensor *t;
-    const uint8_t *src;    /* the tensor's bytes in the file's mapping */
     int transpose;
     int file;              /* index into the open files */
     uint64_t offset;       /* of the tensor's first byte in that file */
@@ -48,57 +47,82 @@ typedef struct load_job {
     gm_status *errors;     /* one per piece; the first failure is reported */
 } load_job;
 
-enum { PIECE_BYTES = 8u << 20 };
+enum {
+    PIECE_BYTES = 8u << 20, /* the rows one task loads */
+    BLOCK_ROWS = 256        /* the rows read at a time into a buffer to be transposed or converted */
+};
 
-/* For madvise: the pages [p, p + n) touches (outer), or the whole pages inside it. */
-static void page_range(const uint8_t *p, size_t n, int outer, uint8_t **start, size_t *len)
+/* `bytes` of the tensor, from byte `at` of piece p's first row on, into buf: 0, or the failure in errors[i]. */
+static int read_rows(const load_job *j, const piece *p, int i, uint8_t *buf, size_t at, size_t bytes)
 {
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p, hi = lo + n;
-    const uintptr_t a = outer ? lo / page * page : (lo + page - 1) / page * page;
-    const uintptr_t b = outer ? (hi + page - 1) / page * page : hi / page * page;
-    *start = (uint8_t *)a;
-    *len = b > a ? b - a : 0;
+    const size_t row_bytes = (p->t->rank == 2 ? (size_t)p->t->shape[1] : 1) * st_dtype_size(p->t->dtype);
+    for (size_t got = 0; got < bytes;) {
+        const ssize_t k = pread(j->fds[p->file], buf + got, bytes - got,
+                                (off_t)(p->offset + p->r0 * row_bytes + at + got));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return gm_fail(&j->errors[i], GM_EIO, "%s: tensor '%s': read failed: %s", j->paths[p->file],
+                           p->t->name, k < 0 ? strerror(errno) : "unexpected end of file");
+        got += (size_t)k;
+    }
+    return 0;
 }
 
 /*
 ** A piece's rows into place. bf16 kept as is: read straight into the arena,
-** the least any copying loader can do. Transposed or converted: from the
-** file's mapping (its page tables filled in one call) into the arena,
-** with no bounce buffer in between; then the mapping's pages are dropped,
-** so resident memory stays the arena's (the page cache keeps the file).
+** the least any copying loader can do. Transposed or converted: read
+** BLOCK_ROWS rows at a time into a buffer that stays in cache, and from
+** there into the arena. Reading rather than mapping the file spares the
+** page tables of its 4 KB pages, and no page of the file stays resident.
 */
 static void load_piece(void *ctx, int i)
 {
     const load_job *j = ctx;
     const piece *p = &j->pieces[i];
     const size_t rows = (size_t)p->t->shape[0], cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
-    const size_t row_bytes = cols * st_dtype_size(p->t->dtype), bytes = (p->r1 - p->r0) * row_bytes;
+    const size_t row_bytes = cols * st_dtype_size(p->t->dtype);
     if (!p->transpose && p->t->dtype == ST_BF16) {
-        uint8_t *into = (uint8_t *)(p->dst + p->r0 * cols);
-        for (size_t got = 0; got < bytes;) {
-            const ssize_t k = pread(j->fds[p->file], into + got, bytes - got,
-                                    (off_t)(p->offset + p->r0 * row_bytes + got));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0) {
-                gm_fail(&j->errors[i], GM_EIO, "%s: tensor '%s': read failed: %s", j->paths[p->file], p->t->name,
-                        k < 0 ? strerror(errno) : "unexpected end of file");
-                return;
-            }
-            got += (size_t)k;
-        }
+        read_rows(j, p, i, (uint8_t *)(p->dst + p->r0 * cols), 0, (p->r1 - p->r0) * row_bytes);
         return;
     }
-    const uint8_t *src = p->src + p->r0 * row_bytes;
-    uint8_t *pages;
-    size_t len;
-#ifdef MADV_POPULATE_READ
-    page_range(src, bytes, 1, &pages, &len);
-    madvise(pages, len, MADV_POPULATE_READ); /* a hint: faults still work without it */
+    uint8_t *buf = malloc(BLOCK_ROWS * row_bytes);
+    if (!buf) {
+        gm_fail(&j->errors[i], GM_ENOMEM, "%s: tensor '%s': out of memory for a buffer of %zu bytes",
+                j->paths[p->file], p->t->name, (size_t)BLOCK_ROWS * row_bytes);
+        return;
+    }
+    for (size_t r = p->r0; r < p->r1; r += BLOCK_ROWS) {
+        const size_t n = p->r1 - r < BLOCK_ROWS ? p->r1 - r : BLOCK_ROWS;
+        if (read_rows(j, p, i, buf, (r - p->r0) * row_bytes, n * row_bytes))
+            break;
+        st_convert_rows(p->dst, buf, p->t->dtype, rows, cols, r, r + n, p->transpose);
+    }
+    free(buf);
+}
+
+/*
+** Part i of n of the arena, in whole huge pages, touched now: the kernel
+** zeroes fresh pages as they are first touched, and zeroing them all in
+** one stream on every thread, before the transposes scatter their writes,
+** is cheaper than page faults in the middle of them.
+*/
+typedef struct prefault_job {
+    char *base;
+    size_t size;
+    int n;
+} prefault_job;
+
+static void prefault_part(void *ctx, int i)
+{
+    const prefault_job *j = ctx;
+    const size_t huge = 2u << 20, part = (j->size / (size_t)j->n + huge - 1) / huge * huge, at = part * (size_t)i;
+#ifdef MADV_POPULATE_WRITE
+    if (at < j->size) /* a hint: where the kernel lacks it, pages are faulted in as they are written */
+        madvise(j->base + at, at + part > j->size ? j->size - at : part, MADV_POPULATE_WRITE);
+#else
+    (void)at;
 #endif
-    st_convert_rows(p->dst, src, p->t->dtype, rows, cols, p->r0, p->r1, p->transpose);
-    page_range(src, bytes, 0, &pages, &len); /* the neighbours' pages stay until the model is closed */
-    madvise(pages, len, MADV_DONTNEED);
 }
 
 /* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch). */
@@ -175,8 +199,8 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     }
                     pieces = grown;
                 }
-                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, st_model_data(m, t), s->transpose, fi,
-                                             offset, r, r + step < rows ? r + step : rows};
+                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, s->transpose, fi, offset, r,
+                                             r + step < rows ? r + step : rows};
                 if (rows == 0)
                     break;
             }
@@ -203,6 +227,8 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
         goto out;
     }
     gm_pool *pool = gm_pool_new(threads);
+    prefault_job pj = {base, lay->arena->size, gm_pool_threads(pool)};
+    gm_pool_run(pool, pj.n, prefault_part, &pj);
     gm_pool_run(pool, (int)n_pieces, load_piece, &job);
     gm_pool_free(pool);
     for (size_t i = 0; i < n_pieces && !st->code; i++)

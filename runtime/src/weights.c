@@ -102,26 +102,26 @@ static void load_piece(void *ctx, int i)
 }
 
 /*
-** Part i of n of the arena, in whole huge pages, touched now: the kernel
-** zeroes fresh pages as they are first touched, and zeroing them all in
-** one stream on every thread, before the transposes scatter their writes,
-** is cheaper than page faults in the middle of them.
+** The kernel zeroes a fresh page when it is first touched. Where a tensor
+** is read straight in, that is just before the read fills it, while the
+** zeroes are still in cache, as for any copy. Where it is transposed, the
+** writes scatter over the whole tensor long after each page was zeroed,
+** so those tensors are touched up front instead (task i: piece i's, when it
+** is a tensor's first), zeroed in one stream (MADV_POPULATE_WRITE) rather
+** than faulted in under the transposes.
 */
-typedef struct prefault_job {
-    char *base;
-    size_t size;
-    int n;
-} prefault_job;
-
-static void prefault_part(void *ctx, int i)
+static void touch_tensor(void *ctx, int i)
 {
-    const prefault_job *j = ctx;
-    const size_t huge = 2u << 20, part = (j->size / (size_t)j->n + huge - 1) / huge * huge, at = part * (size_t)i;
+    const load_job *j = ctx;
+    const piece *p = &j->pieces[i];
+    if (p->r0 != 0 || (!p->transpose && p->t->dtype == ST_BF16))
+        return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
+    const uintptr_t from = (uintptr_t)p->dst / page * page, to = (uintptr_t)(p->dst + (size_t)p->t->shape[0] * cols);
 #ifdef MADV_POPULATE_WRITE
-    if (at < j->size) /* a hint: where the kernel lacks it, pages are faulted in as they are written */
-        madvise(j->base + at, at + part > j->size ? j->size - at : part, MADV_POPULATE_WRITE);
+    madvise((void *)from, to - from, MADV_POPULATE_WRITE); /* a hint: without it, pages fault in as written */
 #else
-    (void)at;
+    (void)from, (void)to;
 #endif
 }
 
@@ -227,8 +227,7 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
         goto out;
     }
     gm_pool *pool = gm_pool_new(threads);
-    prefault_job pj = {base, lay->arena->size, gm_pool_threads(pool)};
-    gm_pool_run(pool, pj.n, prefault_part, &pj);
+    gm_pool_run(pool, (int)n_pieces, touch_tensor, &job);
     gm_pool_run(pool, (int)n_pieces, load_piece, &job);
     gm_pool_free(pool);
     for (size_t i = 0; i < n_pieces && !st->code; i++)

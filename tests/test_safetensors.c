@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "gm/safetensors.h"
+#include "gm/weights.h"
 
 #define GOLDEN GM_SHARED_DIR "/golden"
 #define HUB GM_SHARED_DIR "/hub"
@@ -1163,4 +1165,66 @@ Test(safetensors_load, convert_rows_transposes_awkward_shapes_exactly)
                 cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%zux%zu: [%zu][%zu]", rows, cols, r, c);
         free(src), free(dst);
     }
+}
+
+/* ---------------------------------------------------------------------- */
+/* the arena loader (gm/weights.h) on a folder built here */
+
+typedef struct fixture_weights {
+    gm_bf16 *big, *small, *vec;
+} fixture_weights;
+
+Test(weights_load, loads_pieces_and_blocks_of_rows_bit_exact, .init = make_dir, .fini = remove_dir)
+{
+    /*
+    ** big: 1100 rows of 8 KB, bf16, transposed: two pieces (the loader's
+    ** pieces are about 8 MB of rows), each read in blocks of 256 rows, the
+    ** last one short. small: f32, transposed and rounded. vec: bf16 as is.
+    */
+    enum { BR = 1100, BC = 4096, SR = 300, SC = 24, VN = 1000 };
+    const size_t big_bytes = 2u * BR * BC, small_bytes = 4u * SR * SC, vec_bytes = 2u * VN;
+    uint8_t *data = malloc(big_bytes + small_bytes + vec_bytes);
+    gm_bf16 *big = (gm_bf16 *)(void *)data, *vec = (gm_bf16 *)(void *)(data + big_bytes + small_bytes);
+    float small[SR * SC];
+    for (size_t i = 0; i < (size_t)BR * BC; i++)
+        big[i] = (gm_bf16)(i * 2654435761u >> 9);
+    for (int i = 0; i < SR * SC; i++)
+        small[i] = (float)i * 0.37f - 100.0f;
+    memcpy(data + big_bytes, small, small_bytes);
+    for (int i = 0; i < VN; i++)
+        vec[i] = (gm_bf16)(i * 40503u);
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"big\":{\"dtype\":\"BF16\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]},"
+             "\"small\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[%zu,%zu]},"
+             "\"vec\":{\"dtype\":\"BF16\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}}",
+             BR, BC, big_bytes, SR, SC, big_bytes, big_bytes + small_bytes, VN, big_bytes + small_bytes,
+             big_bytes + small_bytes + vec_bytes);
+    put_safetensors("model.safetensors", json, data, big_bytes + small_bytes + vec_bytes);
+
+    const gm_tensor_spec specs[] = {
+        {"big", 0, offsetof(fixture_weights, big), 2, {BR, BC}, 1},
+        {"small", 0, offsetof(fixture_weights, small), 2, {SR, SC}, 1},
+        {"vec", 0, offsetof(fixture_weights, vec), 1, {VN, 0}, 0},
+    };
+    for (int threads = 1; threads <= 3; threads++) {
+        fixture_weights w = {0};
+        gm_arena arena;
+        const gm_weights_layout lay = {&w, NULL, 0, 0, &arena};
+        gm_status st = {0};
+        cr_assert_eq(gm_weights_load(&lay, specs, 3, fixture_dir, threads, &st), GM_OK, "%s", st.msg);
+        for (size_t r = 0; r < BR; r++)
+            for (size_t c = 0; c < BC; c++)
+                if (w.big[c * BR + r] != big[r * BC + c])
+                    cr_assert_fail("%d threads: big[%zu][%zu] is 0x%04x, the file's 0x%04x", threads, r, c,
+                                   w.big[c * BR + r], big[r * BC + c]);
+        for (int r = 0; r < SR; r++)
+            for (int c = 0; c < SC; c++)
+                cr_assert_eq(w.small[c * SR + r], gm_f32_to_bf16(small[r * SC + c]), "%d threads: small[%d][%d]",
+                             threads, r, c);
+        cr_assert_eq(memcmp(w.vec, vec, vec_bytes), 0, "%d threads: vec differs", threads);
+        gm_weights_free(&lay, specs, 3);
+        cr_assert_null(w.big);
+    }
+    free(data);
 }

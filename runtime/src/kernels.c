@@ -83,9 +83,10 @@ static void band_portable(const gm_band *b)
         }
 }
 
-static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch)
+static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
+                          int fetch_ahead)
 {
-    (void)fetch;
+    (void)fetch_ahead;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
     for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */

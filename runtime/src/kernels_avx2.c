@@ -230,11 +230,10 @@ void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, i
         const __m256 b2 = _mm256_broadcast_ss(x + k + 2), b3 = _mm256_broadcast_ss(x + k + 3);
         const __m256 b4 = _mm256_broadcast_ss(x + k + 4), b5 = _mm256_broadcast_ss(x + k + 5);
         const __m256 b6 = _mm256_broadcast_ss(x + k + 6), b7 = _mm256_broadcast_ss(x + k + 7);
-        const char *ahead = (const char *)(w + GEMV_AHEAD * l + n0);
         const int fetch = fetch_ahead && k + GEMV_AHEAD + 8 <= K;
         for (int n = n0, step = 0; n < n16; n += 16, step++) {
-            if (fetch) { /* line step / 2 of rows 0-3 (even steps) or 4-7 (odd) */
-                const char *a = ahead + (step & 1) * 8 * l + (step >> 1) * 64;
+            if (fetch) { /* line step / 2 of rows 0-3 (even steps) or 4-7 (odd), GEMV_AHEAD rows on */
+                const char *a = (const char *)(w + GEMV_AHEAD * l + n0) + (step & 1) * 8 * l + (step >> 1) * 64;
                 _mm_prefetch(a, _MM_HINT_T0), _mm_prefetch(a + 2 * l, _MM_HINT_T0);
                 _mm_prefetch(a + 4 * l, _MM_HINT_T0), _mm_prefetch(a + 6 * l, _MM_HINT_T0);
             }

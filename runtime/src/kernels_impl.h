@@ -23,16 +23,17 @@ typedef struct gm_band {
 
 /*
 ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
-** row. fetch: fetch the rows ahead, for a run of columns too short for the
-** hardware prefetcher (not for whole rows, which it streams by itself).
+** row. fetch_ahead: fetch the rows ahead, for a run of columns too short
+** for the hardware prefetcher (not for whole rows, which it streams itself).
 */
-typedef void (*gm_gemv_fn)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch);
+typedef void (*gm_gemv_fn)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
+                           int fetch_ahead);
 
 /* Y[t][n] = dot(X[t][0..K), W[n][0..K)) for t < rows (<= 4), one n. */
 typedef void (*gm_dot_fn)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
 
 void gm_band_avx2(const gm_band *b);
-void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch);
+void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead);
 void gm_dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
 
 /* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set. */

@@ -179,7 +179,8 @@ static void attn_residual_row(void *ctx, int t)
 
 /*
 ** g = bf(bf(SiLU(g)) * u), SiLU in fp32: element by element, so the n rows
-** are cut into equal parts, one per thread when there is one row (decode).
+** are cut into equal parts, one per thread when there is one row (decode),
+** each a whole number of cache lines.
 */
 typedef struct swiglu_job {
     rt_session *s;
@@ -230,7 +231,7 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         gm_pool_run(s->pool, n, attn_residual_row, &rj);
         const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
         gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
-        swiglu_job sj = {s, (long)n * F, n > 1 ? F : (F + threads - 1) / threads};
+        swiglu_job sj = {s, (long)n * F, n > 1 ? F : ((F + threads - 1) / threads + 15) / 16 * 16};
         gm_pool_run(s->pool, (int)((sj.n + sj.part - 1) / sj.part), swiglu_part, &sj);
         gm_matmul(s->pool, s->o, s->g, w->w_down, NULL, n, F, H, round);
         gm_pool_run(s->pool, n, mlp_residual_row, &rj);

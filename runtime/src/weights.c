@@ -72,9 +72,10 @@ static int read_rows(const load_job *j, const piece *p, int i, uint8_t *buf, siz
 /*
 ** A piece's rows into place. bf16 kept as is: read straight into the arena,
 ** the least any copying loader can do. Transposed or converted: read
-** BLOCK_ROWS rows at a time into a buffer that stays in cache, and from
-** there into the arena. Reading rather than mapping the file spares the
-** page tables of its 4 KB pages, and no page of the file stays resident.
+** BLOCK_ROWS rows at a time into a buffer (768 KB for the 3 KB rows of
+** most projections, in cache), and from there into the arena. Reading
+** rather than mapping the file spares the page tables of its 4 KB pages,
+** and no page of the file stays resident.
 */
 static void load_piece(void *ctx, int i)
 {
@@ -86,14 +87,17 @@ static void load_piece(void *ctx, int i)
         read_rows(j, p, i, (uint8_t *)(p->dst + p->r0 * cols), 0, (p->r1 - p->r0) * row_bytes);
         return;
     }
-    uint8_t *buf = malloc(BLOCK_ROWS * row_bytes);
+    const size_t block = p->r1 - p->r0 < BLOCK_ROWS ? p->r1 - p->r0 : BLOCK_ROWS;
+    if (block == 0 || row_bytes == 0)
+        return;
+    uint8_t *buf = malloc(block * row_bytes);
     if (!buf) {
         gm_fail(&j->errors[i], GM_ENOMEM, "%s: tensor '%s': out of memory for a buffer of %zu bytes",
-                j->paths[p->file], p->t->name, (size_t)BLOCK_ROWS * row_bytes);
+                j->paths[p->file], p->t->name, block * row_bytes);
         return;
     }
-    for (size_t r = p->r0; r < p->r1; r += BLOCK_ROWS) {
-        const size_t n = p->r1 - r < BLOCK_ROWS ? p->r1 - r : BLOCK_ROWS;
+    for (size_t r = p->r0; r < p->r1; r += block) {
+        const size_t n = p->r1 - r < block ? p->r1 - r : block;
         if (read_rows(j, p, i, buf, (r - p->r0) * row_bytes, n * row_bytes))
             break;
         st_convert_rows(p->dst, buf, p->t->dtype, rows, cols, r, r + n, p->transpose);

@@ -52,10 +52,16 @@ enum {
     BLOCK_ROWS = 256        /* the rows read at a time into a buffer to be transposed or converted */
 };
 
+/* A tensor's columns: its second dimension, or 1 for a vector. */
+static size_t cols_of(const st_tensor *t) { return t->rank == 2 ? (size_t)t->shape[1] : 1; }
+
+/* Whether piece p is bf16 kept as is, read straight into the arena (else it is transposed or converted). */
+static int read_straight(const piece *p) { return !p->transpose && p->t->dtype == ST_BF16; }
+
 /* `bytes` of the tensor, from byte `at` of piece p's first row on, into buf: 0, or the failure in errors[i]. */
 static int read_rows(const load_job *j, const piece *p, int i, uint8_t *buf, size_t at, size_t bytes)
 {
-    const size_t row_bytes = (p->t->rank == 2 ? (size_t)p->t->shape[1] : 1) * st_dtype_size(p->t->dtype);
+    const size_t row_bytes = cols_of(p->t) * st_dtype_size(p->t->dtype);
     for (size_t got = 0; got < bytes;) {
         const ssize_t k = pread(j->fds[p->file], buf + got, bytes - got,
                                 (off_t)(p->offset + p->r0 * row_bytes + at + got));
@@ -81,9 +87,8 @@ static void load_piece(void *ctx, int i)
 {
     const load_job *j = ctx;
     const piece *p = &j->pieces[i];
-    const size_t rows = (size_t)p->t->shape[0], cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
-    const size_t row_bytes = cols * st_dtype_size(p->t->dtype);
-    if (!p->transpose && p->t->dtype == ST_BF16) {
+    const size_t rows = (size_t)p->t->shape[0], cols = cols_of(p->t), row_bytes = cols * st_dtype_size(p->t->dtype);
+    if (read_straight(p)) {
         read_rows(j, p, i, (uint8_t *)(p->dst + p->r0 * cols), 0, (p->r1 - p->r0) * row_bytes);
         return;
     }
@@ -118,10 +123,11 @@ static void touch_tensor(void *ctx, int i)
 {
     const load_job *j = ctx;
     const piece *p = &j->pieces[i];
-    if (p->r0 != 0 || (!p->transpose && p->t->dtype == ST_BF16))
+    if (p->r0 != 0 || read_straight(p))
         return;
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE), cols = p->t->rank == 2 ? (size_t)p->t->shape[1] : 1;
-    const uintptr_t from = (uintptr_t)p->dst / page * page, to = (uintptr_t)(p->dst + (size_t)p->t->shape[0] * cols);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t from = (uintptr_t)p->dst / page * page;
+    const uintptr_t to = (uintptr_t)(p->dst + (size_t)p->t->shape[0] * cols_of(p->t));
 #ifdef MADV_POPULATE_WRITE
     madvise((void *)from, to - from, MADV_POPULATE_WRITE); /* a hint: without it, pages fault in as written */
 #else
@@ -164,7 +170,7 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
             name_of(name, sizeof name, s, l);
             if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
                 goto out;
-            const size_t rows = (size_t)t->shape[0], cols = t->rank == 2 ? (size_t)t->shape[1] : 1;
+            const size_t rows = (size_t)t->shape[0], cols = cols_of(t);
             const size_t bytes = rows * cols * 2, row_bytes = cols * st_dtype_size(t->dtype);
             size_t step = row_bytes ? PIECE_BYTES / row_bytes : rows;
             step = step < 32 ? 32 : step / 32 * 32;

@@ -1,6 +1,13 @@
 /*
 ** json2lua: a strict RFC 8259 parser that pushes Lua values directly.
 **
+** Why a parser of its own, beside cJSON and the runtime's scanner
+** (gm/json.h): the generator's Config rules need a number as written (896 a
+** Lua integer, 896.0 a float), null apart from an absent key, {} apart from
+** [], and messages with the line and column of the offending construct. cJSON
+** keeps only doubles, and the scanner builds no values. It shares the
+** runtime's UTF-8 rules (gm/utf8.h) and nesting cap (GM_JSON_MAX_DEPTH).
+**
 ** A recursive-descent parser over a byte range. Every parse_* function
 ** either pushes exactly one value and returns 0, or records the first error
 ** (with its byte offset) and returns -1; gm_json_push then drops whatever
@@ -20,6 +27,8 @@
 #include <string.h>
 
 #include <lauxlib.h>
+
+#include "gm/utf8.h"
 
 static char null_anchor;
 void *const gm_json_null = &null_anchor;
@@ -97,39 +106,6 @@ static int is_digit(const parser *ps, const char *p)
     return p < ps->end && *p >= '0' && *p <= '9';
 }
 
-/*
-** Length of the well-formed UTF-8 sequence at p (RFC 3629 table 1), or 0.
-** Rejects overlong forms, UTF-16 surrogates (ED A0..BF) and > U+10FFFF.
-*/
-static int utf8_len(const unsigned char *p, const unsigned char *end)
-{
-    unsigned char c = p[0];
-    unsigned char lo = 0x80, hi = 0xBF;
-    int n;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4;
-    else
-        return 0; /* continuation byte, C0/C1 overlong lead, or F5..FF */
-    if (end - p < n)
-        return 0;
-    if (c == 0xE0) lo = 0xA0; /* overlong 3-byte */
-    if (c == 0xED) hi = 0x9F; /* surrogates */
-    if (c == 0xF0) lo = 0x90; /* overlong 4-byte */
-    if (c == 0xF4) hi = 0x8F; /* > U+10FFFF */
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (int i = 2; i < n; i++)
-        if (p[i] < 0x80 || p[i] > 0xBF)
-            return 0;
-    return n;
-}
-
 /* Read 4 hex digits at p into *out; -1 if any is not a hex digit. */
 static int hex4(const parser *ps, const char *p, unsigned *out)
 {
@@ -151,27 +127,7 @@ static int hex4(const parser *ps, const char *p, unsigned *out)
 static void add_utf8(luaL_Buffer *b, unsigned cp)
 {
     char s[4];
-    size_t n;
-    if (cp < 0x80) {
-        s[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        s[0] = (char)(0xC0 | (cp >> 6));
-        s[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        s[0] = (char)(0xE0 | (cp >> 12));
-        s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        s[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        s[0] = (char)(0xF0 | (cp >> 18));
-        s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        s[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    luaL_addlstring(b, s, n);
+    luaL_addlstring(b, s, gm_utf8_encode(s, cp));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -189,8 +145,7 @@ static int parse_string(parser *ps)
             unsigned char c = (unsigned char)*ps->p;
             if (c == '"' || c == '\\' || c < 0x20)
                 break;
-            int n = utf8_len((const unsigned char *)ps->p,
-                             (const unsigned char *)ps->end);
+            size_t n = gm_utf8_valid_at((const uint8_t *)ps->p, (size_t)(ps->end - ps->p), NULL);
             if (n == 0)
                 return fail_at(ps, ps->p, "invalid UTF-8 in a string");
             ps->p += n;

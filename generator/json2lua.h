@@ -19,7 +19,8 @@
 
 #include <lua.h>
 
-#define GM_JSON_MAX_DEPTH 256
+#include "gm/json.h" /* GM_JSON_MAX_DEPTH */
+
 
 /* Registry keys of the two metatables. */
 #define GM_JSON_OBJECT_MT "gm.json.object"

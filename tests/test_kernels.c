@@ -187,3 +187,26 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)
     }
     gm_kernels_force_portable(0);
 }
+
+Test(kernels, convert_rows_transposes_awkward_shapes_exactly_on_every_tier)
+{
+    /* rows and columns around the 32 x 16 and 8 x 8 blocks; row ranges that do not start at 0 */
+    const size_t shapes[][2] = {{32, 16}, {33, 17}, {64, 48}, {70, 40}, {257, 300}, {5, 3}, {1, 1}, {96, 1536}};
+    for (int portable = 0; portable < 2; portable++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        gm_kernels_force_portable(portable);
+        const size_t rows = shapes[s][0], cols = shapes[s][1];
+        gm_bf16 *src = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
+        for (size_t i = 0; i < rows * cols; i++)
+            src[i] = (gm_bf16)(i * 2654435761u >> 7);
+        memset(dst, 0xAB, 2 * rows * cols);
+        const size_t cut = rows / 3; /* two calls, as the loader's pieces make them */
+        gm_convert_rows(dst, src, GM_SRC_BF16, rows, cols, 0, cut, 1);
+        gm_convert_rows(dst, src + cut * cols, GM_SRC_BF16, rows, cols, cut, rows, 1);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++)
+                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%s, %zux%zu: [%zu][%zu]", gm_kernels_name(), rows, cols, r, c);
+        free(src), free(dst);
+    }
+    gm_kernels_force_portable(0);
+}

@@ -889,8 +889,8 @@ static void check_transpose(const st_model *m, const char *name, int64_t rows, i
     const st_tensor *t = st_model_find(m, name, NULL);
 
     cr_assert_not_null(t);
-    cr_assert_eq(st_model_load_bf16(m, name, 2, shape, 1, &tr, &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(m, name, 2, shape, 0, &flat, &st), GM_OK, "%s", st.msg);
+    cr_assert_eq(gm_weights_load_tensor(m, name, 2, shape, 1, &tr, &st), GM_OK, "%s", st.msg);
+    cr_assert_eq(gm_weights_load_tensor(m, name, 2, shape, 0, &flat, &st), GM_OK, "%s", st.msg);
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < cols; c++) {
             uint16_t want = raw_u16(m, t, (size_t)(r * cols + c));
@@ -930,9 +930,9 @@ Test(safetensors_load, loads_the_same_weights_from_shards)
 
     cr_assert_eq(st_model_open(&a, GOLDEN "/llama_untied", &st), GM_OK, "%s", st.msg);
     cr_assert_eq(st_model_open(&b, GOLDEN "/llama_untied_sharded", &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(a, "lm_head.weight", 2, shape, 1, &x, &st), GM_OK, "%s",
+    cr_assert_eq(gm_weights_load_tensor(a, "lm_head.weight", 2, shape, 1, &x, &st), GM_OK, "%s",
                  st.msg);
-    cr_assert_eq(st_model_load_bf16(b, "lm_head.weight", 2, shape, 1, &y, &st), GM_OK, "%s",
+    cr_assert_eq(gm_weights_load_tensor(b, "lm_head.weight", 2, shape, 1, &y, &st), GM_OK, "%s",
                  st.msg);
     cr_assert_eq(memcmp(x, y, 384 * 96 * sizeof *x), 0);
     free(x);
@@ -949,15 +949,15 @@ Test(safetensors_load, rejects_a_wrong_shape_naming_file_and_tensor)
     int64_t shape[2] = {96, 96};
 
     cr_assert_eq(st_model_open(&m, GOLDEN "/llama_untied_sharded", &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(m, "model.layers.1.self_attn.k_proj.weight", 2, shape, 1, &out,
+    cr_assert_eq(gm_weights_load_tensor(m, "model.layers.1.self_attn.k_proj.weight", 2, shape, 1, &out,
                                     &st), GM_ESHAPE);
     cr_assert_null(out);
     cr_assert_str_eq(st.msg, "model-00002-of-00003.safetensors: tensor "
                              "'model.layers.1.self_attn.k_proj.weight' has shape [32, 96], "
                              "expected [96, 96]");
-    cr_assert_eq(st_model_load_bf16(m, "model.norm.weight", 2, shape, 0, &out, &st), GM_ESHAPE);
+    cr_assert_eq(gm_weights_load_tensor(m, "model.norm.weight", 2, shape, 0, &out, &st), GM_ESHAPE);
     expect_message(&st, "tensor 'model.norm.weight' has shape [96], expected [96, 96]");
-    cr_assert_eq(st_model_load_bf16(m, "model.norm.weight", 1, shape, 1, &out, &st), GM_ESHAPE);
+    cr_assert_eq(gm_weights_load_tensor(m, "model.norm.weight", 1, shape, 1, &out, &st), GM_ESHAPE);
     expect_message(&st, "transposing needs rank 2");
     st_model_close(m);
 }
@@ -970,7 +970,7 @@ Test(safetensors_load, reports_a_missing_tensor_with_the_folder)
     int64_t shape[1] = {96};
 
     cr_assert_eq(st_model_open(&m, GOLDEN "/qwen2_tied", &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(m, "lm_head.weight", 1, shape, 0, &out, &st), GM_EMISSING);
+    cr_assert_eq(gm_weights_load_tensor(m, "lm_head.weight", 1, shape, 0, &out, &st), GM_EMISSING);
     cr_assert_str_eq(st.msg, GOLDEN "/qwen2_tied: tensor 'lm_head.weight' is missing");
     st_model_close(m);
 }
@@ -985,7 +985,7 @@ Test(safetensors_load, rejects_a_non_float_dtype, .init = make_dir, .fini = remo
     put_safetensors("model.safetensors", "{" T("ids", "I32", "[2]", "0", "8") "}",
                     "\1\0\0\0\2\0\0\0", 8);
     cr_assert_eq(open_fixture(&m, &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(m, "ids", 1, shape, 0, &out, &st), GM_EDTYPE);
+    cr_assert_eq(gm_weights_load_tensor(m, "ids", 1, shape, 0, &out, &st), GM_EDTYPE);
     cr_assert_str_eq(st.msg, "model.safetensors: tensor 'ids' has dtype I32, expected BF16, F16 "
                              "or F32");
     st_model_close(m);
@@ -1008,7 +1008,7 @@ Test(safetensors_load, converts_f16_and_transposes, .init = make_dir, .fini = re
                     "{" T("a", "U8", "[1]", "0", "1") "," T("h", "F16", "[2, 3]", "1", "13") "}",
                     data, sizeof data);
     cr_assert_eq(open_fixture(&m, &st), GM_OK, "%s", st.msg);
-    cr_assert_eq(st_model_load_bf16(m, "h", 2, shape, 1, &out, &st), GM_OK, "%s", st.msg);
+    cr_assert_eq(gm_weights_load_tensor(m, "h", 2, shape, 1, &out, &st), GM_OK, "%s", st.msg);
     // (3, 2) row-major: column 0 of the file first.
     const gm_bf16 want[6] = {0x3F80, 0x4780 /* 65504 rounds to 65536 */,
                              0xC000, 0x3380 /* 2^-24 */,
@@ -1134,7 +1134,7 @@ Test(safetensors_load, rounds_the_f32_checkpoint_to_the_expected_bf16_bits)
         gm_bf16 *out;
         char hex[65];
         cr_assert_not_null(t, "%s", item->string);
-        cr_assert_eq(st_model_load_bf16(m, t->name, t->rank, t->shape, 0, &out, &st), GM_OK, "%s",
+        cr_assert_eq(gm_weights_load_tensor(m, t->name, t->rank, t->shape, 0, &out, &st), GM_OK, "%s",
                      st.msg);
         sha256_hex(out, (t->end - t->begin) / 2, hex);
         cr_expect_str_eq(hex, item->valuestring, "%s", item->string);
@@ -1145,26 +1145,6 @@ Test(safetensors_load, rounds_the_f32_checkpoint_to_the_expected_bf16_bits)
     st_model_close(m);
     cJSON_Delete(meta);
     free(text);
-}
-
-Test(safetensors_load, convert_rows_transposes_awkward_shapes_exactly)
-{
-    /* rows and columns around the 32 x 16 and 8 x 8 blocks; row ranges that do not start at 0 */
-    const size_t shapes[][2] = {{32, 16}, {33, 17}, {64, 48}, {70, 40}, {257, 300}, {5, 3}, {1, 1}, {96, 1536}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const size_t rows = shapes[s][0], cols = shapes[s][1];
-        gm_bf16 *src = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
-        for (size_t i = 0; i < rows * cols; i++)
-            src[i] = (gm_bf16)(i * 2654435761u >> 7);
-        memset(dst, 0xAB, 2 * rows * cols);
-        const size_t cut = rows / 3; /* two calls, as the loader's pieces make them */
-        st_convert_rows(dst, src, ST_BF16, rows, cols, 0, cut, 1);
-        st_convert_rows(dst, src + cut * cols, ST_BF16, rows, cols, cut, rows, 1);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < cols; c++)
-                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%zux%zu: [%zu][%zu]", rows, cols, r, c);
-        free(src), free(dst);
-    }
 }
 
 /* ---------------------------------------------------------------------- */

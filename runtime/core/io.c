@@ -1,4 +1,4 @@
-/* Whole small files in, files out atomically. See gm/io.h. */
+/* Whole files in, files out atomically. See gm/io.h. */
 #include "gm/io.h"
 
 #include <errno.h>
@@ -15,6 +15,7 @@ int gm_read_file(const char *path, size_t max, char **data, size_t *len,
 {
     *data = NULL;
     *len = 0;
+    gm_status_clear(st);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
@@ -56,7 +57,7 @@ out:
     return st->code;
 }
 
-int gm_write_file(const char *path, const void *data, size_t len, gm_status *st)
+int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st)
 {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
@@ -64,18 +65,20 @@ int gm_write_file(const char *path, const void *data, size_t len, gm_status *st)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    const char *p = data;
-    size_t left = len;
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
-            goto fail;
+    for (size_t i = 0; i < n_parts; i++) {
+        const char *p = parts[i].data;
+        size_t left = parts[i].len;
+        while (left > 0) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
+                goto fail;
+            }
+            p += w;
+            left -= (size_t)w;
         }
-        p += w;
-        left -= (size_t)w;
     }
     if (fsync(fd) != 0) {
         gm_fail(st, GM_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
@@ -99,6 +102,11 @@ fail:
     return st->code;
 }
 
+int gm_write_file(const char *path, const void *data, size_t len, gm_status *st)
+{
+    const gm_part one = {data, len};
+    return gm_write_parts(path, &one, 1, st);
+}
 
 int gm_mkdir_p(const char *dir, gm_status *st)
 {

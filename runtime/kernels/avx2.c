@@ -1,4 +1,7 @@
-/* AVX2 + FMA pieces; this file is compiled for those instructions and only called when the CPU has them. */
+/*
+** The AVX2 + FMA tier: compiled for those instructions, and only called
+** when the CPU has both (dispatch.c asks gm_cpu_features).
+*/
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
 #include <math.h>
@@ -158,7 +161,7 @@ static void tile_rows(float *Y, long ldy, const float *X, long ldx, const gm_bf1
 ** weights are fetched, a line every few steps (not while the first block
 ** of rows reads W: the two would evict each other).
 */
-void gm_band_avx2(const gm_band *b)
+static void band_avx2(const gm_band *b)
 {
     gm_bf16 panels[KB * GM_BAND] __attribute__((aligned(32)));
     const int T = b->T, K = b->K, n16 = b->n0 + (b->n1 - b->n0) / 16 * 16;
@@ -217,7 +220,7 @@ void gm_band_avx2(const gm_band *b)
         e = _mm256_fmadd_ps(b, we, e), o = _mm256_fmadd_ps(b, wo, o);                           \
     } while (0)
 
-void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
+static void gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
 {
     const int n16 = n0 + (n1 - n0) / 16 * 16;
     const long l = ldw;
@@ -301,16 +304,18 @@ static void dot4(float *Y, const float *X, const gm_bf16 *Wn, long ldw, int K)
     }
 }
 
-void gm_dot_rows_avx2(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
+static void dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
+
+static void dot_rows_avx2(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
 {
     int n = n0;
     for (; n + 4 <= n1; n += 4)
         dot4(Y + n, X, W + (long)n * K, K, K);
     for (; n < n1; n++)
-        gm_dot_avx2(Y + n, 0, X, 0, W + (long)n * K, K, 1);
+        dot_avx2(Y + n, 0, X, 0, W + (long)n * K, K, 1);
 }
 
-void gm_dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
+static void dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
 {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int k = 0;
@@ -339,7 +344,7 @@ static inline __m256 round8(__m256 v)
     return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
 }
 
-void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
+static void finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -352,7 +357,7 @@ void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
         y[i] = round1(bias ? y[i] + gm_bf16_to_f32(bias[i]) : y[i], round);
 }
 
-void gm_add_round_avx2(float *x, const float *y, int n, int round)
+static void add_round_avx2(float *x, const float *y, int n, int round)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -363,7 +368,7 @@ void gm_add_round_avx2(float *x, const float *y, int n, int round)
         x[i] = round1(x[i] + y[i], round);
 }
 
-void gm_norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
+static void norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
 {
     const __m256 r = _mm256_set1_ps(inv);
     int i = 0;
@@ -376,7 +381,7 @@ void gm_norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, i
         y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
 }
 
-void gm_swiglu_avx2(float *g, const float *u, int n, int round)
+static void swiglu_avx2(float *g, const float *u, int n, int round)
 {
     const __m256 one = _mm256_set1_ps(1.0f);
     int i = 0;
@@ -391,3 +396,90 @@ void gm_swiglu_avx2(float *g, const float *u, int n, int round)
     for (; i < n; i++)
         g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
 }
+
+/* ---------------------------------------------------------------------- */
+/* load time: transposes */
+
+/*
+** 16 x 16 values of src (rows, stride ls) into o[c] = column c, rows 0-15.
+** The unpacks work within 128-bit halves, so each half is an 8-column
+** transpose of its own (columns 0-7 low, 8-15 high): three rounds of
+** unpacks per 8 rows, then the two groups of 8 rows joined half by half.
+*/
+static inline void transpose16(__m256i o[16], const gm_bf16 *src, size_t ls)
+{
+    __m256i col[2][8]; /* [rows 0-7 or 8-15][c]: column c in the low half, c + 8 in the high */
+    for (int g = 0; g < 2; g++) {
+        __m256i a[8], p[8], q[8];
+        for (int i = 0; i < 8; i++)
+            a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(src + (8 * g + i) * ls));
+        for (int i = 0; i < 4; i++) {
+            p[i] = _mm256_unpacklo_epi16(a[2 * i], a[2 * i + 1]);     /* rows 2i, 2i+1; columns 0-3 */
+            p[i + 4] = _mm256_unpackhi_epi16(a[2 * i], a[2 * i + 1]); /* columns 4-7 */
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256i *ph = p + 4 * h;
+            q[4 * h] = _mm256_unpacklo_epi32(ph[0], ph[1]);     /* rows 0-3, columns 0-1 (+4h) */
+            q[4 * h + 1] = _mm256_unpackhi_epi32(ph[0], ph[1]); /* rows 0-3, columns 2-3 */
+            q[4 * h + 2] = _mm256_unpacklo_epi32(ph[2], ph[3]); /* rows 4-7, columns 0-1 */
+            q[4 * h + 3] = _mm256_unpackhi_epi32(ph[2], ph[3]); /* rows 4-7, columns 2-3 */
+            col[g][4 * h] = _mm256_unpacklo_epi64(q[4 * h], q[4 * h + 2]);
+            col[g][4 * h + 1] = _mm256_unpackhi_epi64(q[4 * h], q[4 * h + 2]);
+            col[g][4 * h + 2] = _mm256_unpacklo_epi64(q[4 * h + 1], q[4 * h + 3]);
+            col[g][4 * h + 3] = _mm256_unpackhi_epi64(q[4 * h + 1], q[4 * h + 3]);
+        }
+    }
+    for (int c = 0; c < 8; c++) {
+        o[c] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x20);
+        o[c + 8] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x31);
+    }
+}
+
+/*
+** 32 rows x 16 columns of src into 16 destination runs of 32 values (64
+** bytes each, one cache line when aligned), streamed past the cache then.
+*/
+static void transpose32x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    __m256i top[16], bottom[16];
+    for (int i = 0; i < 32; i++) /* these rows 128 columns on: the source is read in 32-byte steps across rows */
+        _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
+    transpose16(top, src, ls);
+    transpose16(bottom, src + 16 * ls, ls);
+    const int aligned = (((uintptr_t)dst | ld * 2) % 32) == 0;
+    for (int c = 0; c < 16; c++) {
+        __m256i *d = (__m256i *)(void *)(dst + c * ld);
+        if (aligned)
+            _mm256_stream_si256(d, top[c]), _mm256_stream_si256(d + 1, bottom[c]);
+        else
+            _mm256_storeu_si256(d, top[c]), _mm256_storeu_si256(d + 1, bottom[c]);
+    }
+}
+
+/*
+** The 32 x 16 tiles of a block; the rows past the last 32 and the columns
+** past the last 16 go to the portable transpose.
+*/
+static void transpose_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
+{
+    const size_t n32 = n / 32 * 32, c16 = n32 ? cols / 16 * 16 : 0;
+    for (size_t c = 0; c < c16; c += 16)
+        for (size_t r = 0; r < n32; r += 32)
+            transpose32x16(dst + c * rows + r0 + r, rows, blk + r * cols + c, cols);
+    _mm_sfence();
+    gm_transpose_part_portable(dst, blk + n32 * cols, n - n32, rows, cols, r0 + n32, 0, c16);
+    gm_transpose_part_portable(dst, blk, n, rows, cols, r0, c16, cols);
+}
+
+const gm_tier gm_tier_avx2 = {
+    .name = "avx2+fma",
+    .band = band_avx2,
+    .gemv = gemv_avx2,
+    .dot = dot_avx2,
+    .dot_rows = dot_rows_avx2,
+    .finish = finish_avx2,
+    .add_round = add_round_avx2,
+    .norm_scale = norm_scale_avx2,
+    .swiglu = swiglu_avx2,
+    .transpose = transpose_avx2,
+};

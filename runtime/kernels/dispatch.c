@@ -1,126 +1,33 @@
-/* Matrix kernels: cache blocking, threads and the choice of instruction set. See gm/kernels.h. */
+/*
+** The kernels' dispatch: which tier runs (the widest the CPU has, from
+** gm_cpu_features), and how a product is cut into tasks for the pool's
+** threads. The arithmetic itself is in the tier files. See gm/kernels.h.
+*/
 #include "gm/kernels.h"
 
-#include <math.h>
-#include <stddef.h>
-#include <string.h>
+#include <stdint.h>
+#include <stdlib.h>
 
+#include "gm/cpu.h"
 #include "kernels_impl.h"
 
 enum {
     BAND = GM_BAND,
     CHUNK = 4,    /* neighbouring bands per task, sharing each k-block of X while it is in cache */
-    NR = 24,      /* portable: packed panel width and register tile columns */
-    MR = 4,       /* portable: register tile rows */
+    MR = 4,       /* rows of X per dot call (gm_tier.dot takes at most 4) */
     GEMV_MIN = 64 /* one-row parts are whole multiples of this many columns */
 };
 
-/* ---------------------------------------------------------------------- */
-/* the portable kernels */
-
-static void pack_portable(float *dst, const gm_bf16 *W, long ldw, int k0, int k1, int n0, int ncols, int nr)
+/* The widest tier this CPU runs. */
+static const gm_tier *tier(void)
 {
-    const int kb = k1 - k0;
-    for (int k = k0; k < k1; k++) {
-        float *panel = dst;
-        for (int n = 0; n < ncols; n += nr) {
-            const int width = ncols - n < nr ? ncols - n : nr;
-            float *d = panel + (long)(k - k0) * width;
-            for (int j = 0; j < width; j++)
-                d[j] = gm_bf16_to_f32(W[(long)k * ldw + n0 + n + j]);
-            panel += (long)kb * width;
-        }
-    }
+    const unsigned avx2 = GM_CPU_AVX2 | GM_CPU_FMA;
+    return (gm_cpu_features() & avx2) == avx2 ? &gm_tier_avx2 : &gm_tier_portable;
 }
 
-static void micro_portable(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
-{
-    for (int r = 0; r < rows; r++) {
-        float acc[NR];
-        memcpy(acc, Y + r * ldy, sizeof(float) * (size_t)nr);
-        for (int k = 0; k < kb; k++) {
-            const float x = X[r * ldx + k];
-            for (int j = 0; j < nr; j++)
-                acc[j] += x * P[(long)k * nr + j];
-        }
-        memcpy(Y + r * ldy, acc, sizeof(float) * (size_t)nr);
-    }
-}
+const char *gm_kernels_name(void) { return tier()->name; }
 
-/*
-** The portable band (any width): for each k-block and each BAND of
-** columns, W is widened once into packed f32 panels, which every block of
-** MR rows of X then passes over.
-*/
-static void band_portable(const gm_band *b)
-{
-    float packed[KB * BAND];
-    const int vec_end = b->n0 + (b->n1 - b->n0) / 8 * 8;
-    for (int t = 0; t < b->T; t++)
-        memset(b->Y + (long)t * b->ldy + b->n0, 0, sizeof(float) * (size_t)(b->n1 - b->n0));
-    for (int k0 = 0; k0 < b->K; k0 += KB) {
-        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
-        for (int s0 = b->n0; s0 < vec_end; s0 += BAND) {
-            const int s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
-            pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
-            for (int t = 0; t < b->T; t += MR) {
-                const float *p = packed;
-                for (int n = s0; n < s1; n += NR) {
-                    const int nr = s1 - n < NR ? s1 - n : NR;
-                    micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb,
-                                   nr, b->T - t < MR ? b->T - t : MR);
-                    p += (long)kb * nr;
-                }
-            }
-        }
-    }
-    for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
-        for (int n = vec_end; n < b->n1; n++) {
-            float s = 0.0f;
-            for (int k = 0; k < b->K; k++)
-                s += b->X[(long)t * b->ldx + k] * gm_bf16_to_f32(b->W[(long)k * b->ldw + n]);
-            b->Y[(long)t * b->ldy + n] = s;
-        }
-}
-
-static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
-                          int fetch_ahead)
-{
-    (void)fetch_ahead;
-    for (int n = n0; n < n1; n++)
-        y[n] = 0.0f;
-    for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */
-        for (int n = n0; n < n1; n++)
-            y[n] += x[k] * gm_bf16_to_f32(W[(long)k * ldw + n]);
-}
-
-static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
-{
-    for (int r = 0; r < rows; r++) {
-        float s = 0.0f;
-        for (int k = 0; k < K; k++)
-            s += X[(long)r * ldx + k] * gm_bf16_to_f32(Wn[k]);
-        Y[(long)r * ldy] = s;
-    }
-}
-
-static int force_portable;
-
-void gm_kernels_force_portable(int on) { force_portable = on; }
-
-static int have_avx2(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return cached;
-}
-
-static int use_avx2(void) { return !force_portable && have_avx2(); }
-
-const char *gm_kernels_name(void) { return use_avx2() ? "avx2+fma" : "portable"; }
+void gm_kernels_force_portable(int on) { gm_cpu_allow(on ? 0 : ~0u); }
 
 /* One row of X is memory-bound: n columns or rows split into one run per thread, whole multiples of GEMV_MIN. */
 static int per_thread(int n, int threads)
@@ -141,23 +48,14 @@ typedef struct mm_job {
     const gm_out *outs;
     int first[GM_MAX_OUTS + 1];
     int threads, whole_from; /* one row: outputs [whole_from, n_outs) are read whole, one thread each */
-    void (*band)(const gm_band *);
-    gm_gemv_fn gemv;
+    const gm_tier *k;
 } mm_job;
 
 /* The bias and the one rounding of columns [n0, n1) of output o's T rows. */
-static void finish(const gm_out *o, int T, int round, int n0, int n1)
+static void finish(const gm_tier *k, const gm_out *o, int T, int round, int n0, int n1)
 {
-    for (int t = 0; t < T; t++) {
-        float *y = o->Y + (long)t * o->N + n0;
-        const gm_bf16 *b = o->bias ? o->bias + n0 : NULL;
-        if (use_avx2()) {
-            gm_finish_avx2(y, b, n1 - n0, round);
-            continue;
-        }
-        for (int n = 0; n < n1 - n0; n++)
-            y[n] = round1(b ? y[n] + gm_bf16_to_f32(b[n]) : y[n], round);
-    }
+    for (int t = 0; t < T; t++)
+        k->finish(o->Y + (long)t * o->N + n0, o->bias ? o->bias + n0 : NULL, n1 - n0, round);
 }
 
 /*
@@ -173,8 +71,8 @@ static void matmul_chunk(void *ctx, int i)
     const gm_out *o = &j->outs[oi];
     const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
     const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1};
-    j->band(&b);
-    finish(o, j->T, j->round, c0, c1);
+    j->k->band(&b);
+    finish(j->k, o, j->T, j->round, c0, c1);
 }
 
 /*
@@ -199,8 +97,8 @@ static void gemv_part(void *ctx, int t)
             continue;
         }
         if (n0 < n1) {
-            j->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
-            finish(o, j->T, j->round, n0, n1);
+            j->k->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
+            finish(j->k, o, j->T, j->round, n0, n1);
         }
     }
 }
@@ -212,9 +110,7 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
         gm_matmul_outs(p, X, T, K, outs + GM_MAX_OUTS, n_outs - GM_MAX_OUTS, round);
         return;
     }
-    const int avx2 = use_avx2();
-    mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs,
-                .band = avx2 ? gm_band_avx2 : band_portable, .gemv = avx2 ? gm_gemv_avx2 : gemv_portable};
+    mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs, .k = tier()};
     for (int i = 0; i < n_outs; i++)
         j.first[i + 1] = j.first[i] + (outs[i].N + CHUNK * BAND - 1) / (CHUNK * BAND);
     if (T > 1) {
@@ -243,7 +139,7 @@ typedef struct nt_job {
     const float *X;
     const gm_bf16 *W;
     int T, K, N, round;
-    gm_dot_fn dot;
+    const gm_tier *k;
     int band; /* rows of W per task */
 } nt_job;
 
@@ -254,67 +150,67 @@ static void matmul_nt_band(void *ctx, int i)
     const int n0 = i * j->band, n1 = n0 + j->band < j->N ? n0 + j->band : j->N;
     if (n0 >= n1)
         return;
-    if (j->T == 1 && j->dot == gm_dot_avx2) { /* the LM head in decode and lite prefill */
-        gm_dot_rows_avx2(j->Y, j->X, j->W, j->K, n0, n1);
-        finish(&o, j->T, j->round, n0, n1);
+    if (j->T == 1 && j->k->dot_rows) { /* the LM head in decode and lite prefill */
+        j->k->dot_rows(j->Y, j->X, j->W, j->K, n0, n1);
+        finish(j->k, &o, j->T, j->round, n0, n1);
         return;
     }
     for (int t = 0; t < j->T; t += MR) {
         const int rows = j->T - t < MR ? j->T - t : MR;
         for (int n = n0; n < n1; n++)
-            j->dot(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K, j->K, j->W + (long)n * j->K, j->K, rows);
+            j->k->dot(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K, j->K, j->W + (long)n * j->K, j->K, rows);
     }
-    finish(&o, j->T, j->round, n0, n1);
+    finish(j->k, &o, j->T, j->round, n0, n1);
 }
 
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N, int round)
 {
     /* one row of X is memory-bound: one contiguous run of W's rows per thread */
     const int band = T > 1 ? BAND : per_thread(N, gm_pool_threads(p));
-    nt_job j = {Y, X, W, T, K, N, round, use_avx2() ? gm_dot_avx2 : dot_portable, band};
+    nt_job j = {Y, X, W, T, K, N, round, tier(), band};
     gm_pool_run(p, (N + band - 1) / band, matmul_nt_band, &j);
 }
 
-void gm_add_round(float *x, const float *y, int n, int round)
-{
-    if (use_avx2()) {
-        gm_add_round_avx2(x, y, n, round);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        x[i] = round1(x[i] + y[i], round);
-}
+void gm_add_round(float *x, const float *y, int n, int round) { tier()->add_round(x, y, n, round); }
 
 void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
 {
-    if (use_avx2()) {
-        gm_norm_scale_avx2(y, x, w, inv, n, round);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
+    tier()->norm_scale(y, x, w, inv, n, round);
 }
 
-void gm_swiglu(float *g, const float *u, int n, int round)
+void gm_swiglu(float *g, const float *u, int n, int round) { tier()->swiglu(g, u, n, round); }
+
+/* ---------------------------------------------------------------------- */
+/* load time */
+
+static size_t src_size(gm_src_type type) { return type == GM_SRC_F32 ? 4 : 2; }
+
+void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type type, size_t rows, size_t cols, size_t r0, size_t r1,
+                     int transpose)
 {
-    if (use_avx2()) {
-        gm_swiglu_avx2(g, u, n, round);
+    /* rows per block: bf16 is transposed in place, other types are converted into a buffer first */
+    const size_t block = type == GM_SRC_BF16 ? 256 : 32, es = src_size(type);
+    if (!transpose) {
+        gm_convert_portable(dst + r0 * cols, src, (r1 - r0) * cols, type);
         return;
     }
-    for (int i = 0; i < n; i++)
-        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
-}
-
-void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,
-                         int round)
-{
-    for (int t = 0; t < T; t++)
-        for (int n = 0; n < N; n++) {
-            float s = 0.0f;
-            for (int k = 0; k < K; k++)
-                s += X[(long)t * K + k] * gm_bf16_to_f32(W[(long)k * N + n]);
-            if (bias)
-                s += gm_bf16_to_f32(bias[n]);
-            Y[(long)t * N + n] = round1(s, round);
+    const gm_tier *k = tier();
+    gm_bf16 *tmp = type == GM_SRC_BF16 ? NULL : malloc(block * cols * 2);
+    if (type != GM_SRC_BF16 && !tmp) { /* no memory for a block: one value at a time, the same result */
+        for (size_t r = r0; r < r1; r++)
+            for (size_t c = 0; c < cols; c++)
+                gm_convert_portable(dst + c * rows + r, (const uint8_t *)src + ((r - r0) * cols + c) * es, 1, type);
+        return;
+    }
+    for (size_t r = r0; r < r1; r += block) {
+        const size_t n = r1 - r < block ? r1 - r : block;
+        const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;
+        const gm_bf16 *blk = (const gm_bf16 *)(const void *)s;
+        if (tmp) {
+            gm_convert_portable(tmp, s, n * cols, type);
+            blk = tmp;
         }
+        k->transpose(dst, blk, n, rows, cols, r);
+    }
+    free(tmp);
 }

@@ -1,10 +1,18 @@
-/* Internal: the per-ISA pieces behind gm/kernels.h. */
+/*
+** Internal: what one instruction-set tier of the kernels provides, behind
+** gm/kernels.h. dispatch.c picks a tier from gm_cpu_features() and splits
+** the work over threads; each tier file (portable.c, avx2.c) fills one
+** gm_tier with its pieces. A new tier is a new file and a new table.
+*/
 #ifndef GM_KERNELS_IMPL_H
 #define GM_KERNELS_IMPL_H
 
-#include "gm/bf16.h"
+#include <stddef.h>
 
-/* v rounded once to bf16, when asked: the scalar steps of every kernel. */
+#include "gm/bf16.h"
+#include "gm/kernels.h"
+
+/* v rounded once to bf16, when asked: the scalar steps of every tier. */
 static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
 
 enum {
@@ -21,30 +29,45 @@ typedef struct gm_band {
     int T, K, n0, n1;
 } gm_band;
 
-/*
-** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
-** row. fetch_ahead: fetch the rows ahead, for a run of columns too short
-** for the hardware prefetcher (not for whole rows, which it streams itself).
-*/
-typedef void (*gm_gemv_fn)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
-                           int fetch_ahead);
+typedef struct gm_tier {
+    const char *name; /* what gm_kernels_name() reports */
 
-/* Y[t][n] = dot(X[t][0..K), W[n][0..K)) for t < rows (<= 4), one n. */
-typedef void (*gm_dot_fn)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
+    /* the band above: many rows of X */
+    void (*band)(const gm_band *b);
 
-void gm_band_avx2(const gm_band *b);
-void gm_gemv_avx2(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead);
-void gm_dot_avx2(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
+    /*
+    ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
+    ** row. fetch_ahead: fetch the rows ahead, for a run of columns too short
+    ** for the hardware prefetcher (not for whole rows, which it streams itself).
+    */
+    void (*gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead);
 
-/* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set. */
-void gm_finish_avx2(float *y, const gm_bf16 *bias, int n, int round);
+    /* Y[t][n] = dot(X[t][0..K), W[n][0..K)) for t < rows (<= 4), one n. */
+    void (*dot)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
 
-/* gm_add_round, gm_norm_scale and gm_swiglu (gm/kernels.h). */
-void gm_add_round_avx2(float *x, const float *y, int n, int round);
-void gm_norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);
-void gm_swiglu_avx2(float *g, const float *u, int n, int round);
+    /* Y[n] = dot(X[0..K), W[n][0..K)) for n in [n0, n1): one row of X against many rows of W; NULL: dot, row by row */
+    void (*dot_rows)(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1);
 
-/* Y[n] = dot(X[0..K), W[n][0..K)) for n in [n0, n1): one row of X against many rows of W. */
-void gm_dot_rows_avx2(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1);
+    /* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set. */
+    void (*finish)(float *y, const gm_bf16 *bias, int n, int round);
+
+    /* gm_add_round, gm_norm_scale and gm_swiglu (gm/kernels.h) */
+    void (*add_round)(float *x, const float *y, int n, int round);
+    void (*norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);
+    void (*swiglu)(float *g, const float *u, int n, int round);
+
+    /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
+    void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
+} gm_tier;
+
+extern const gm_tier gm_tier_portable;
+extern const gm_tier gm_tier_avx2;
+
+/* The portable transpose of rows [0, n) of blk, columns [c0, c1) only: what a wider tier leaves over. */
+void gm_transpose_part_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0,
+                                size_t c0, size_t c1);
+
+/* n values of type src at src as bf16 at dst (round to nearest even; bf16 copied). */
+void gm_convert_portable(gm_bf16 *dst, const void *src, size_t n, gm_src_type type);
 
 #endif

@@ -6,12 +6,13 @@
 ** JSON integers" we go back to the number's text: cJSON keeps an object's
 ** members (and an array's elements) in document order, so the value of the
 ** i-th member is found by skipping i members of the same container in the
-** raw text. The text has already been validated by cJSON, which lets that
-** skipper stay small (strings, brackets, scalars). The lexeme found must match
-** -?(0|[1-9][0-9]*): no fraction, no exponent, no leading zeros. This works
-** at any depth (top-level keys, rope_scaling/rope_parameters members and
-** eos_token_id elements) and never compares key spellings in the raw text,
-** so escaped keys and duplicate keys cannot mislead it.
+** raw text with the runtime's validating scanner (gm/json.h), which has
+** checked the whole text first (RFC 8259, nesting at most 256 deep). The
+** lexeme found must match -?(0|[1-9][0-9]*): no fraction, no exponent, no
+** leading zeros. This works at any depth (top-level keys,
+** rope_scaling/rope_parameters members and eos_token_id elements) and never
+** compares key spellings in the raw text, so escaped keys and duplicate keys
+** cannot mislead it.
 **
 ** Duplicate keys in an object we read are errors (cJSON would silently take
 ** the first, Python's json the last). For optional keys, null means absent.
@@ -28,6 +29,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "gm/io.h"
+#include "gm/json.h"
+
 #define CONFIG_MAX_BYTES (16u << 20)
 
 /* A JSON value and where its text begins. */
@@ -43,54 +47,16 @@ typedef struct reader {
 } reader;
 
 /* ------------------------------------------------------------------------ */
-/* the raw-text skipper (input already validated by cJSON) */
+/* the raw text, walked with the validating scanner */
 
-/* cJSON treats every byte <= 0x20 as whitespace; so do we. */
-static const char *skip_ws(const char *p, const char *end)
-{
-    while (p < end && (unsigned char)*p <= 0x20)
-        p++;
-    return p;
-}
-
-/* p at an opening quote; returns just past the closing one. */
-static const char *skip_string(const char *p, const char *end)
-{
-    for (p++; p < end && *p != '"'; p++)
-        if (*p == '\\')
-            p++;
-    return p < end ? p + 1 : end;
-}
-
-static const char *skip_value(const char *p, const char *end)
-{
-    int depth = 0;
-    if (p < end && *p == '"')
-        return skip_string(p, end);
-    if (p < end && (*p == '{' || *p == '[')) {
-        while (p < end) {
-            if (*p == '"') {
-                p = skip_string(p, end);
-                continue;
-            }
-            if (*p == '{' || *p == '[')
-                depth++;
-            else if ((*p == '}' || *p == ']') && --depth == 0)
-                return p + 1;
-            p++;
-        }
-        return end;
-    }
-    while (p < end && !strchr(",]} \t\r\n", *p) && (unsigned char)*p > 0x20)
-        p++; /* number or literal */
-    return p;
-}
-
-/* Where the value of `item`, a member or element of `parent`, begins. */
+/*
+** Where the value of `item`, a member or element of `parent`, begins. The
+** whole text has passed gm_json_skip, so every step here succeeds.
+*/
 static node child(const reader *r, node parent, const cJSON *item)
 {
-    const char *end = r->end;
-    const char *p = skip_ws(parent.text + 1, end); /* past '{' or '[' */
+    const char *end = r->end, *err = NULL;
+    const char *p = gm_json_ws(parent.text + 1, end); /* past '{' or '[' */
     int is_object = cJSON_IsObject(parent.json);
     int idx = 0;
 
@@ -98,13 +64,13 @@ static node child(const reader *r, node parent, const cJSON *item)
         idx++;
     for (int i = 0; p < end; i++) {
         if (is_object) { /* skip "key" : */
-            p = skip_ws(skip_string(p, end), end);
-            p = skip_ws(p + 1, end);
+            gm_json_string(p, end, NULL, &p, &err);
+            p = gm_json_ws(gm_json_ws(p, end) + 1, end);
         }
         if (i == idx)
             break;
-        p = skip_ws(skip_value(p, end), end);
-        p = skip_ws(p + 1, end); /* ',' */
+        gm_json_skip(p, end, &p, &err);
+        p = gm_json_ws(gm_json_ws(p, end) + 1, end); /* ',' */
     }
     return (node){item, p < end ? p : end};
 }
@@ -386,6 +352,14 @@ static int read_dtype(const reader *r, node root, gm_dtype *out)
 /* ------------------------------------------------------------------------ */
 /* public entry points */
 
+/* cJSON's whitespace: every byte <= 0x20. */
+static const char *skip_cjson_ws(const char *p, const char *end)
+{
+    while (p < end && (unsigned char)*p <= 0x20)
+        p++;
+    return p;
+}
+
 /* Line and column (1-based, bytes) of p, for JSON syntax errors. */
 static void position(const char *start, const char *p, int *line, int *col)
 {
@@ -407,7 +381,7 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
     reader r = {what ? what : "config.json", json + len, st};
     gm_config cfg = {0};
     cJSON *doc = NULL;
-    const char *parse_end = NULL;
+    const char *parse_end = NULL, *err = NULL;
     const char *p;
     node root, v;
     char buf[48];
@@ -425,7 +399,7 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
         goto out;
     }
     doc = cJSON_ParseWithLengthOpts(json, len, &parse_end, 0);
-    p = parse_end ? skip_ws(parse_end, r.end) : json;
+    p = parse_end ? skip_cjson_ws(parse_end, r.end) : json;
     if (doc == NULL || p < r.end) {
         position(json, p, &line, &col);
         rc = gm_fail(st, GM_EFORMAT, "%s: %s at line %d, column %d", r.what,
@@ -437,7 +411,15 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
     p = json;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
         p += 3;
-    root = (node){doc, skip_ws(p, r.end)};
+    root = (node){doc, gm_json_ws(p, r.end)};
+    // cJSON is lenient where RFC 8259 is not (any byte <= 0x20 as space, 01,
+    // lone surrogates): the scanner that finds the lexemes must accept the text
+    if (gm_json_skip(root.text, r.end, &p, &err) != 0 || gm_json_ws(p, r.end) != r.end) {
+        position(json, p, &line, &col);
+        rc = gm_fail(st, GM_EFORMAT, "%s: invalid JSON: %s at line %d, column %d", r.what,
+                     err ? err : "unexpected data after the JSON value", line, col);
+        goto out;
+    }
     if (!cJSON_IsObject(doc)) {
         rc = gm_fail(st, GM_EFORMAT, "%s: the top level must be an object, found %s", r.what,
                      found(&r, root, buf, sizeof buf));
@@ -502,36 +484,12 @@ out:
 
 int gm_config_read(gm_config *c, const char *path, gm_status *st)
 {
-    FILE *f = NULL;
     char *text = NULL;
     size_t n = 0;
-    int rc;
-
-    f = fopen(path, "rb");
-    if (f == NULL) {
-        rc = gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    // one byte more than the cap tells "too large" from "exactly the cap"
-    text = malloc(CONFIG_MAX_BYTES + 1);
-    if (text == NULL) {
-        rc = gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    n = fread(text, 1, CONFIG_MAX_BYTES + 1, f);
-    if (ferror(f)) {
-        rc = gm_fail(st, GM_EIO, "%s: read error: %s", path, strerror(errno));
-        goto out;
-    }
-    if (n > CONFIG_MAX_BYTES) {
-        rc = gm_fail(st, GM_EFORMAT, "%s: larger than %u MB", path, CONFIG_MAX_BYTES >> 20);
-        goto out;
-    }
-    rc = gm_config_parse(c, text, n, path, st);
-out:
+    int rc = gm_read_file(path, CONFIG_MAX_BYTES, &text, &n, st);
+    if (rc == GM_OK)
+        rc = gm_config_parse(c, text, n, path, st);
     free(text);
-    if (f != NULL)
-        fclose(f);
     return rc;
 }
 

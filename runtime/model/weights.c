@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gm/kernels.h"
 #include "gm/pool.h"
 
 /* The gm_bf16 * field that spec s names, in layer `layer` for per-layer specs. */
@@ -28,24 +29,33 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 }
 
 /* ---------------------------------------------------------------------- */
-/* the parallel load */
+/* the parallel load: open, plan, place, run */
 
-typedef struct piece {
-    gm_bf16 *dst;          /* the whole tensor */
+/* One tensor of the load: where its bytes are and where they go. */
+typedef struct item {
     const st_tensor *t;
+    st_source src;      /* the open file, from st_model */
+    gm_src_type type;
     int transpose;
-    int file;              /* index into the open files */
-    uint64_t offset;       /* of the tensor's first byte in that file */
-    size_t r0, r1;         /* the rows of this piece */
+    size_t offset;      /* its place in the arena, in bytes */
+    gm_bf16 **field;    /* the Weights field that points at it */
+} item;
+
+/* Rows [r0, r1) of one item: a task's share of the reading. */
+typedef struct piece {
+    const item *it;
+    size_t r0, r1;
 } piece;
 
-typedef struct load_job {
+typedef struct plan {
+    item *items;
+    size_t n_items;
     piece *pieces;
     size_t n_pieces;
-    int *fds;
-    char **paths;
-    gm_status *errors;     /* one per piece; the first failure is reported */
-} load_job;
+    size_t size;        /* the arena's bytes */
+    char *base;         /* the arena, once placed */
+    gm_status *errors;  /* one per piece; the first failure is reported */
+} plan;
 
 enum {
     PIECE_BYTES = 8u << 20, /* the rows one task loads */
@@ -55,84 +65,63 @@ enum {
 /* A tensor's columns: its second dimension, or 1 for a vector. */
 static size_t cols_of(const st_tensor *t) { return t->rank == 2 ? (size_t)t->shape[1] : 1; }
 
-/* Whether piece p is bf16 kept as is, read straight into the arena (else it is transposed or converted). */
-static int read_straight(const piece *p) { return !p->transpose && p->t->dtype == ST_BF16; }
+static size_t row_bytes(const item *it) { return cols_of(it->t) * st_dtype_size(it->t->dtype); }
 
-/* `bytes` of the tensor, from byte `at` of piece p's first row on, into buf: 0, or the failure in errors[i]. */
-static int read_rows(const load_job *j, const piece *p, int i, uint8_t *buf, size_t at, size_t bytes)
+/* bf16 kept as is: read straight into the arena (else it is transposed or converted). */
+static int read_straight(const item *it) { return !it->transpose && it->type == GM_SRC_BF16; }
+
+static gm_bf16 *dst_of(const plan *p, const item *it) { return (gm_bf16 *)(void *)(p->base + it->offset); }
+
+/* The rows of one piece of the item: about PIECE_BYTES of them, a whole multiple of 32. */
+static size_t piece_rows(const item *it)
 {
-    const size_t row_bytes = cols_of(p->t) * st_dtype_size(p->t->dtype);
-    for (size_t got = 0; got < bytes;) {
-        const ssize_t k = pread(j->fds[p->file], buf + got, bytes - got,
-                                (off_t)(p->offset + p->r0 * row_bytes + at + got));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return gm_fail(&j->errors[i], GM_EIO, "%s: tensor '%s': read failed: %s", j->paths[p->file],
-                           p->t->name, k < 0 ? strerror(errno) : "unexpected end of file");
-        got += (size_t)k;
+    const size_t step = row_bytes(it) ? PIECE_BYTES / row_bytes(it) : (size_t)it->t->shape[0];
+    return step < 32 ? 32 : step / 32 * 32;
+}
+
+static gm_src_type src_type(st_dtype d) { return d == ST_F32 ? GM_SRC_F32 : d == ST_F16 ? GM_SRC_F16 : GM_SRC_BF16; }
+
+/*
+** Plan: check every tensor the specs name (present, shape, float dtype),
+** give it its place in the arena, 64-byte aligned, and cut it into pieces
+** of about PIECE_BYTES, whole multiples of 32 rows.
+*/
+static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec *specs, size_t n_specs,
+                     const st_model *m, const char *dir, gm_status *st)
+{
+    size_t n_items = 0, n_pieces = 0;
+    for (size_t i = 0; i < n_specs; i++)
+        n_items += specs[i].per_layer ? (size_t)lay->n_layers : 1;
+    if (!(p->items = calloc(n_items ? n_items : 1, sizeof *p->items)))
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+    for (size_t i = 0; i < n_specs; i++) {
+        const gm_tensor_spec *s = &specs[i];
+        for (int l = 0; l < (s->per_layer ? lay->n_layers : 1); l++) {
+            char name[256];
+            const st_tensor *t;
+            name_of(name, sizeof name, s, l);
+            if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
+                return st->code;
+            item *it = &p->items[p->n_items++];
+            *it = (item){t, st_model_source(m, t), src_type(t->dtype), s->transpose, p->size, field(lay, s, l)};
+            const size_t bytes = (size_t)t->shape[0] * cols_of(t) * 2;
+            p->size += (bytes + 63) / 64 * 64;
+            const size_t rows = (size_t)t->shape[0], step = piece_rows(it);
+            n_pieces += rows ? (rows + step - 1) / step : 1;
+        }
+    }
+    if (!(p->pieces = calloc(n_pieces, sizeof *p->pieces)) || !(p->errors = calloc(n_pieces, sizeof *p->errors)))
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+    for (size_t i = 0; i < p->n_items; i++) {
+        const item *it = &p->items[i];
+        const size_t rows = (size_t)it->t->shape[0], step = piece_rows(it);
+        size_t r = 0;
+        do {
+            p->pieces[p->n_pieces++] = (piece){it, r, r + step < rows ? r + step : rows};
+            r += step;
+        } while (r < rows);
     }
     return 0;
-}
-
-/*
-** A piece's rows into place. bf16 kept as is: read straight into the arena,
-** the least any copying loader can do. Transposed or converted: read
-** BLOCK_ROWS rows at a time into a buffer (768 KB for the 3 KB rows of
-** most projections, in cache), and from there into the arena. Reading
-** rather than mapping the file spares the page tables of its 4 KB pages,
-** and no page of the file stays resident.
-*/
-static void load_piece(void *ctx, int i)
-{
-    const load_job *j = ctx;
-    const piece *p = &j->pieces[i];
-    const size_t rows = (size_t)p->t->shape[0], cols = cols_of(p->t), row_bytes = cols * st_dtype_size(p->t->dtype);
-    if (read_straight(p)) {
-        read_rows(j, p, i, (uint8_t *)(p->dst + p->r0 * cols), 0, (p->r1 - p->r0) * row_bytes);
-        return;
-    }
-    const size_t block = p->r1 - p->r0 < BLOCK_ROWS ? p->r1 - p->r0 : BLOCK_ROWS;
-    if (block == 0 || row_bytes == 0)
-        return;
-    uint8_t *buf = malloc(block * row_bytes);
-    if (!buf) {
-        gm_fail(&j->errors[i], GM_ENOMEM, "%s: tensor '%s': out of memory for a buffer of %zu bytes",
-                j->paths[p->file], p->t->name, block * row_bytes);
-        return;
-    }
-    for (size_t r = p->r0; r < p->r1; r += block) {
-        const size_t n = p->r1 - r < block ? p->r1 - r : block;
-        if (read_rows(j, p, i, buf, (r - p->r0) * row_bytes, n * row_bytes))
-            break;
-        st_convert_rows(p->dst, buf, p->t->dtype, rows, cols, r, r + n, p->transpose);
-    }
-    free(buf);
-}
-
-/*
-** The kernel zeroes a fresh page when it is first touched. Where a tensor
-** is read straight in, that is just before the read fills it, while the
-** zeroes are still in cache, as for any copy. Where it is transposed, the
-** writes scatter over the whole tensor long after each page was zeroed,
-** so those tensors are touched up front instead (task i: piece i's, when it
-** is a tensor's first), zeroed in one stream (MADV_POPULATE_WRITE) rather
-** than faulted in under the transposes.
-*/
-static void touch_tensor(void *ctx, int i)
-{
-    const load_job *j = ctx;
-    const piece *p = &j->pieces[i];
-    if (p->r0 != 0 || read_straight(p))
-        return;
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t from = (uintptr_t)p->dst / page * page;
-    const uintptr_t to = (uintptr_t)(p->dst + (size_t)p->t->shape[0] * cols_of(p->t));
-#ifdef MADV_POPULATE_WRITE
-    madvise((void *)from, to - from, MADV_POPULATE_WRITE); /* a hint: without it, pages fault in as written */
-#else
-    (void)from, (void)to;
-#endif
 }
 
 /* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch). */
@@ -149,109 +138,123 @@ static int arena_new(gm_arena *a, size_t size, gm_status *st)
     return 0;
 }
 
+/* Place: the arena, and every field pointing at its tensor's place in it. */
+static int place(plan *p, gm_arena *arena, gm_status *st)
+{
+    if (arena_new(arena, p->size, st))
+        return st->code;
+    p->base = arena->base;
+    for (size_t i = 0; i < p->n_items; i++)
+        *p->items[i].field = dst_of(p, &p->items[i]);
+    return 0;
+}
+
+/* `bytes` of the item, from byte `at` of piece k's first row on, into buf: 0, or the failure in errors[k]. */
+static int read_rows(const plan *p, size_t k, uint8_t *buf, size_t at, size_t bytes)
+{
+    const piece *pc = &p->pieces[k];
+    const st_source *src = &pc->it->src;
+    for (size_t got = 0; got < bytes;) {
+        const ssize_t n = pread(src->fd, buf + got, bytes - got,
+                                (off_t)(src->offset + pc->r0 * row_bytes(pc->it) + at + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed: %s", src->path, pc->it->t->name,
+                           n < 0 ? strerror(errno) : "unexpected end of file");
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+** Task k: piece k's rows into place. bf16 kept as is: read straight into
+** the arena, the least any copying loader can do. Transposed or converted:
+** read BLOCK_ROWS rows at a time into a buffer (768 KB for the 3 KB rows of
+** most projections, in cache), and from there into the arena. Reading
+** rather than mapping the file spares the page tables of its 4 KB pages,
+** and no page of the file stays resident.
+*/
+static void load_piece(void *ctx, int k)
+{
+    const plan *p = ctx;
+    const piece *pc = &p->pieces[k];
+    const item *it = pc->it;
+    const size_t rows = (size_t)it->t->shape[0], cols = cols_of(it->t), rb = row_bytes(it);
+    gm_bf16 *dst = dst_of(p, it);
+    if (read_straight(it)) {
+        read_rows(p, (size_t)k, (uint8_t *)(dst + pc->r0 * cols), 0, (pc->r1 - pc->r0) * rb);
+        return;
+    }
+    const size_t block = pc->r1 - pc->r0 < BLOCK_ROWS ? pc->r1 - pc->r0 : BLOCK_ROWS;
+    if (block == 0 || rb == 0)
+        return;
+    uint8_t *buf = malloc(block * rb);
+    if (!buf) {
+        gm_fail(&p->errors[k], GM_ENOMEM, "%s: tensor '%s': out of memory for a buffer of %zu bytes", it->src.path,
+                it->t->name, block * rb);
+        return;
+    }
+    for (size_t r = pc->r0; r < pc->r1; r += block) {
+        const size_t n = pc->r1 - r < block ? pc->r1 - r : block;
+        if (read_rows(p, (size_t)k, buf, (r - pc->r0) * rb, n * rb))
+            break;
+        gm_convert_rows(dst, buf, it->type, rows, cols, r, r + n, it->transpose);
+    }
+    free(buf);
+}
+
+/*
+** The kernel zeroes a fresh page when it is first touched. Where a tensor
+** is read straight in, that is just before the read fills it, while the
+** zeroes are still in cache, as for any copy. Where it is transposed, the
+** writes scatter over the whole tensor long after each page was zeroed,
+** so those tensors are touched up front instead (task k: piece k's, when it
+** is its tensor's first), zeroed in one stream (MADV_POPULATE_WRITE) rather
+** than faulted in under the transposes.
+*/
+static void touch_tensor(void *ctx, int k)
+{
+    const plan *p = ctx;
+    const piece *pc = &p->pieces[k];
+    if (pc->r0 != 0 || read_straight(pc->it))
+        return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const gm_bf16 *dst = dst_of(p, pc->it);
+    const uintptr_t from = (uintptr_t)dst / page * page;
+    const uintptr_t to = (uintptr_t)(dst + (size_t)pc->it->t->shape[0] * cols_of(pc->it->t));
+#ifdef MADV_POPULATE_WRITE
+    madvise((void *)from, to - from, MADV_POPULATE_WRITE); /* a hint: without it, pages fault in as written */
+#else
+    (void)from, (void)to;
+#endif
+}
+
+/* Run: every piece on the pool's threads, the touch pass first; the first failure is the load's. */
+static int run(plan *p, int threads, gm_status *st)
+{
+    gm_pool *pool = gm_pool_new(threads);
+    gm_pool_run(pool, (int)p->n_pieces, touch_tensor, p);
+    gm_pool_run(pool, (int)p->n_pieces, load_piece, p);
+    gm_pool_free(pool);
+    for (size_t k = 0; k < p->n_pieces && !st->code; k++)
+        if (p->errors[k].code)
+            *st = p->errors[k];
+    return st->code;
+}
+
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     size_t n_specs, const char *dir, int threads, gm_status *st)
 {
     st_model *m = NULL;
-    char name[256];
-    piece *pieces = NULL;
-    size_t n_pieces = 0, cap = 0, total = 0;
-    load_job job = {0};
-    int n_files = 0;
+    plan p = {0};
     memset(lay->arena, 0, sizeof *lay->arena);
-    if (st_model_open(&m, dir, st))
-        return st->code;
-
-    /* check every tensor, place it in the arena, cut it into pieces of about PIECE_BYTES */
-    for (size_t i = 0; i < n_specs; i++) {
-        const gm_tensor_spec *s = &specs[i];
-        for (int l = 0; l < (s->per_layer ? lay->n_layers : 1); l++) {
-            const st_tensor *t;
-            name_of(name, sizeof name, s, l);
-            if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
-                goto out;
-            const size_t rows = (size_t)t->shape[0], cols = cols_of(t);
-            const size_t bytes = rows * cols * 2, row_bytes = cols * st_dtype_size(t->dtype);
-            size_t step = row_bytes ? PIECE_BYTES / row_bytes : rows;
-            step = step < 32 ? 32 : step / 32 * 32;
-            const char *fdir, *file;
-            uint64_t offset;
-            st_model_source(m, t, &fdir, &file, &offset);
-            int fi = 0;
-            while (fi < n_files && strcmp(job.paths[fi] + strlen(fdir) + 1, file) != 0)
-                fi++;
-            if (fi == n_files) {
-                char **paths = realloc(job.paths, sizeof *paths * (size_t)(n_files + 1));
-                int *fds = realloc(job.fds, sizeof *fds * (size_t)(n_files + 1));
-                if (paths)
-                    job.paths = paths;
-                if (fds)
-                    job.fds = fds;
-                if (!paths || !fds || !(job.paths[n_files] = malloc(strlen(fdir) + strlen(file) + 2))) {
-                    gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
-                    goto out;
-                }
-                sprintf(job.paths[n_files], "%s/%s", fdir, file);
-                if ((job.fds[n_files] = open(job.paths[n_files], O_RDONLY | O_CLOEXEC)) < 0) {
-                    gm_fail(st, GM_EIO, "%s: cannot open: %s", job.paths[n_files], strerror(errno));
-                    free(job.paths[n_files]);
-                    goto out;
-                }
-                n_files++;
-            }
-            for (size_t r = 0; r < rows || (rows == 0 && r == 0); r += step) {
-                if (n_pieces == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    piece *grown = realloc(pieces, sizeof *pieces * cap);
-                    if (!grown) {
-                        gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
-                        goto out;
-                    }
-                    pieces = grown;
-                }
-                pieces[n_pieces++] = (piece){(gm_bf16 *)(uintptr_t)total, t, s->transpose, fi, offset, r,
-                                             r + step < rows ? r + step : rows};
-                if (rows == 0)
-                    break;
-            }
-            *field(lay, s, l) = (gm_bf16 *)(uintptr_t)total; /* an offset until the arena exists */
-            total += (bytes + 63) / 64 * 64;
-        }
-    }
-    if (arena_new(lay->arena, total, st))
-        goto out;
-    char *base = lay->arena->base;
-    for (size_t i = 0; i < n_pieces; i++)
-        pieces[i].dst = (gm_bf16 *)(void *)(base + (uintptr_t)pieces[i].dst);
-    for (size_t i = 0; i < n_specs; i++)
-        for (int l = 0; l < (specs[i].per_layer ? lay->n_layers : 1); l++) {
-            gm_bf16 **f = field(lay, &specs[i], l);
-            *f = (gm_bf16 *)(void *)(base + (uintptr_t)*f);
-        }
-
-    job.pieces = pieces;
-    job.n_pieces = n_pieces;
-    job.errors = calloc(n_pieces ? n_pieces : 1, sizeof *job.errors);
-    if (!job.errors) {
-        gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
-        goto out;
-    }
-    gm_pool *pool = gm_pool_new(threads);
-    gm_pool_run(pool, (int)n_pieces, touch_tensor, &job);
-    gm_pool_run(pool, (int)n_pieces, load_piece, &job);
-    gm_pool_free(pool);
-    for (size_t i = 0; i < n_pieces && !st->code; i++)
-        if (job.errors[i].code)
-            *st = job.errors[i];
-out:
-    for (int i = 0; i < n_files; i++) {
-        close(job.fds[i]);
-        free(job.paths[i]);
-    }
-    free(job.fds);
-    free(job.paths);
-    free(job.errors);
-    free(pieces);
+    if (st_model_open(&m, dir, st) == GM_OK && plan_load(&p, lay, specs, n_specs, m, dir, st) == GM_OK &&
+        place(&p, lay->arena, st) == GM_OK)
+        run(&p, threads, st);
+    free(p.items);
+    free(p.pieces);
+    free(p.errors);
     st_model_close(m);
     if (st->code)
         gm_weights_free(lay, specs, n_specs);
@@ -286,4 +289,29 @@ const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spe
         }
     }
     return NULL;
+}
+
+int gm_weights_load_tensor(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                           gm_bf16 **out, gm_status *st)
+{
+    const st_tensor *t;
+    size_t count, bytes;
+    gm_bf16 *buf;
+
+    *out = NULL;
+    if (st_model_check(m, name, rank, shape, transpose, &t, st))
+        return st->code;
+    const st_source src = st_model_source(m, t);
+    count = (size_t)((t->end - t->begin) / st_dtype_size(t->dtype));
+    if (__builtin_mul_overflow(count, sizeof *buf, &bytes))
+        return gm_fail(st, GM_ENOMEM, "%s: tensor '%s' is too large to load", src.path, name);
+    if ((buf = malloc(bytes ? bytes : 1)) == NULL)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory for tensor '%s' (%zu bytes)", src.path, name, bytes);
+    if (transpose)
+        gm_convert_rows(buf, st_model_data(m, t), src_type(t->dtype), (size_t)t->shape[0], (size_t)t->shape[1], 0,
+                        (size_t)t->shape[0], 1);
+    else
+        gm_convert_rows(buf, st_model_data(m, t), src_type(t->dtype), count, 1, 0, count, 0);
+    *out = buf;
+    return GM_OK;
 }

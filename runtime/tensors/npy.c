@@ -9,6 +9,8 @@
 */
 #include "gm/npy.h"
 
+#include "gm/io.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -21,6 +23,7 @@
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
 #define NPY_ALIGN 64
+#define NPY_MAX_FILE ((size_t)1 << 40) /* read whole: the cap only guards the size arithmetic */
 
 /* ---------------------------------------------------------------------- */
 /* header dict parsing: a tiny cursor over the Python literal */
@@ -190,39 +193,6 @@ static int parse_dict(const char *text, size_t len, gm_npy *a, const char *path,
 /* ---------------------------------------------------------------------- */
 /* reading */
 
-static int read_file(const char *path, uint8_t **bytes, size_t *len, gm_status *st)
-{
-    struct stat sb;
-    size_t done = 0;
-    int fd;
-
-    *bytes = NULL;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) != 0) {
-        gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    if ((*bytes = malloc((size_t)sb.st_size + 1)) == NULL) {
-        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    while (done < (size_t)sb.st_size) {
-        ssize_t r = read(fd, *bytes + done, (size_t)sb.st_size - done);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            gm_fail(st, GM_EIO, "%s: read failed: %s", path,
-                    r < 0 ? strerror(errno) : "short file");
-            goto out;
-        }
-        done += (size_t)r;
-    }
-    *len = done;
-out:
-    if (fd >= 0)
-        close(fd);
-    return st->code;
-}
-
 /* Magic and version; *start and *hlen locate the header text. */
 static int parse_preamble(const uint8_t *b, size_t len, size_t *start, size_t *hlen,
                           const char *path, gm_status *st)
@@ -269,7 +239,7 @@ int gm_npy_read(const char *path, gm_npy *out, gm_status *st)
     memset(out, 0, sizeof *out);
     memset(&a, 0, sizeof a);
     gm_status_clear(st);
-    if (read_file(path, &file, &len, st) || parse_preamble(file, len, &start, &hlen, path, st) ||
+    if (gm_read_file(path, NPY_MAX_FILE, (char **)&file, &len, st) || parse_preamble(file, len, &start, &hlen, path, st) ||
         parse_dict((const char *)file + start, hlen, &a, path, st))
         goto out;
     if (!npy_count(a.rank, a.shape, &a.count, &bytes)) {
@@ -323,61 +293,17 @@ static size_t format_preamble(char *buf, size_t cap, gm_npy_type type, int rank,
     return total;
 }
 
-static int write_all(int fd, const void *data, size_t n)
-{
-    const char *p = data;
-
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int gm_npy_write(const char *path, gm_npy_type type, int rank, const int64_t *shape,
                  const void *data, gm_status *st)
 {
     char preamble[512]; // 8 dims of at most 20 digits fit easily
-    char *tmp = NULL;
-    size_t count, bytes, plen, tlen;
-    int fd = -1;
+    size_t count, bytes;
 
     gm_status_clear(st);
     if ((type != GM_NPY_F4 && type != GM_NPY_I4) || rank < 0 || rank > GM_NPY_MAX_RANK ||
         !npy_count(rank, shape, &count, &bytes))
         return gm_fail(st, GM_EUSAGE, "%s: cannot write npy: bad type, rank or shape", path);
-    tlen = strlen(path) + 5;
-    if ((tmp = malloc(tlen)) == NULL)
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, tlen, "%s.tmp", path);
-    plen = format_preamble(preamble, sizeof preamble, type, rank, shape);
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (write_all(fd, preamble, plen) != 0 || (bytes > 0 && write_all(fd, data, bytes) != 0) ||
-        fsync(fd) != 0) {
-        gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (close(fd) != 0) {
-        fd = -1;
-        gm_fail(st, GM_EIO, "%s: close failed: %s", tmp, strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        gm_fail(st, GM_EIO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-out:
-    if (fd >= 0)
-        close(fd);
-    if (st->code != GM_OK)
-        unlink(tmp);
-    free(tmp);
-    return st->code;
+    const gm_part parts[] = {{preamble, format_preamble(preamble, sizeof preamble, type, rank, shape)},
+                             {data, bytes}};
+    return gm_write_parts(path, parts, 2, st);
 }

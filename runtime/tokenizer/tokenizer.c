@@ -7,6 +7,8 @@
 */
 #include "tokenizer_internal.h"
 
+#include "gm/io.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,41 +16,15 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static int read_file(const char *path, char **buf, size_t *len, gm_status *st)
-{
-    FILE *f = fopen(path, "rb");
-    char *p = NULL;
-    long n;
-
-    if (f == NULL)
-        return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return gm_fail(st, GM_EIO, "%s: cannot read: %s", path, strerror(errno));
-    }
-    p = malloc((size_t)n + 1);
-    if (p == NULL) {
-        fclose(f);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for %ld bytes", path, n);
-    }
-    if (n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        fclose(f);
-        return gm_fail(st, GM_EIO, "%s: cannot read: short read", path);
-    }
-    fclose(f);
-    p[n] = 0;
-    *buf = p;
-    *len = (size_t)n;
-    return 0;
-}
+/* tokenizer.json is 2-33 MB for the models in scope; the cap bounds what a hostile file costs. */
+#define TK_MAX_FILE ((size_t)1 << 30)
 
 static int arena_add(gm_tokenizer *t, const char *s, size_t n, uint32_t *off, gm_status *st)
 {
     if (t->arena.n > UINT32_MAX / 2 || n > UINT32_MAX / 2)
         return gm_fail(st, GM_EFORMAT, "%s: token strings too large", t->path);
     *off = (uint32_t)t->arena.n;
-    if (tk_buf_put(&t->arena, s, n) != 0)
+    if (gm_buf_put(&t->arena, s, n) != 0)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
     return 0;
 }
@@ -209,20 +185,20 @@ static int add_pre(gm_tokenizer *t, const tk_pre *p, gm_status *st)
     return 0;
 }
 
-static int escape_literal(const char *s, tk_buf *b)
+static int escape_literal(const char *s, gm_buf *b)
 {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c < 0x80 && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == ' ')) {
             char e[8];
             int k = snprintf(e, sizeof e, "\\x{%X}", c);
-            if (tk_buf_put(b, e, (size_t)k) != 0)
+            if (gm_buf_put(b, e, (size_t)k) != 0)
                 return -1;
-        } else if (tk_buf_put(b, s, 1) != 0) {
+        } else if (gm_buf_put(b, s, 1) != 0) {
             return -1;
         }
     }
-    return tk_buf_put(b, "", 1);
+    return gm_buf_put(b, "", 1);
 }
 
 static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where, int depth, int *mt_ok,
@@ -267,7 +243,7 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
     if (strcmp(ty, "Split") == 0) {
         const char *pat = NULL, *beh = NULL;
         int is_regex = 0, invert = 0;
-        tk_buf lit = {0};
+        gm_buf lit = {0};
         if (get_pattern(t, o, where, &pat, &is_regex, st) != 0 || get_string(t, o, "behavior", where, &beh, st) != 0 ||
             get_bool(t, o, "invert", where, 0, &invert, st) != 0)
             return st->code;
@@ -618,7 +594,7 @@ static int by_first_then_longest(const void *x, const void *y, void *ctx)
 /* Index the added tokens with normalized == norm by first byte, longest first (leftmost-longest matching). */
 static int build_matcher(gm_tokenizer *t, tk_matcher *m, int norm, gm_status *st)
 {
-    tk_buf nb = {0};
+    gm_buf nb = {0};
     size_t k = 0;
 
     m->order = malloc((t->n_added ? t->n_added : 1) * sizeof *m->order);
@@ -687,30 +663,30 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
                        gm_status *st)
 {
     const char *err = NULL;
-    tk_buf key = {0};
+    gm_buf key = {0};
     int rc = 0;
 
-    p = tk_json_ws(p, end);
+    p = gm_json_ws(p, end);
     if (p >= end || *p != '{') {
         rc = gm_fail(st, GM_EFORMAT, "%s: %s%s%s at byte %zu", t->path, where ? where : "", where ? ": " : "",
                      p >= end ? "truncated JSON" : "expected a JSON object", (size_t)(p - base));
         goto out;
     }
-    p = tk_json_ws(p + 1, end);
+    p = gm_json_ws(p + 1, end);
     if (p < end && *p == '}') {
         *after = p + 1;
         goto out;
     }
     for (;;) {
         key.n = 0;
-        if (tk_json_string(p, end, &key, &p, &err) != 0)
+        if (gm_json_string(p, end, &key, &p, &err) != 0)
             goto bad;
-        p = tk_json_ws(p, end);
+        p = gm_json_ws(p, end);
         if (p >= end || *p != ':') {
             err = p >= end ? "truncated" : "expected ':'";
             goto bad;
         }
-        p = tk_json_ws(p + 1, end);
+        p = gm_json_ws(p + 1, end);
         const char *vs = p;
         size_t k = nkeys;
         for (size_t i = 0; i < nkeys; i++)
@@ -726,8 +702,8 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
             rc = st->code;
             goto out;
         }
-        if (h == 0 && tk_json_skip(p, end, &p, &err) != 0) {
-            if (tk_buf_put(&key, "", 1) != 0) {
+        if (h == 0 && gm_json_skip(p, end, &p, &err) != 0) {
+            if (gm_buf_put(&key, "", 1) != 0) {
                 rc = gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
                 goto out;
             }
@@ -739,9 +715,9 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
             spans[k].p = vs;
             spans[k].end = p;
         }
-        p = tk_json_ws(p, end);
+        p = gm_json_ws(p, end);
         if (p < end && *p == ',') {
-            p = tk_json_ws(p + 1, end);
+            p = gm_json_ws(p + 1, end);
             continue;
         }
         if (p < end && *p == '}')
@@ -772,10 +748,10 @@ static int model_hook(gm_tokenizer *t, size_t k, const char *base, const char *v
 {
     (void)base;
     if (k == M_TYPE) {
-        tk_buf ty = {0};
+        gm_buf ty = {0};
         const char *err = NULL, *a;
         int rc = 0;
-        if (tk_json_string(vs, end, &ty, &a, &err) == 0 && tk_buf_put(&ty, "", 1) == 0 && strcmp(ty.p, "BPE") != 0)
+        if (gm_json_string(vs, end, &ty, &a, &err) == 0 && gm_buf_put(&ty, "", 1) == 0 && strcmp(ty.p, "BPE") != 0)
             rc = gm_fail(st, GM_EUNSUPPORTED, "%s: model.type: '%.64s' is not supported (supported: BPE)", t->path,
                          ty.p);
         free(ty.p);
@@ -901,7 +877,7 @@ static int load_config(gm_tokenizer *t, gm_status *st)
     if (f == NULL)
         goto out; // optional
     fclose(f);
-    if ((rc = read_file(path, &buf, &len, st)) != 0)
+    if ((rc = gm_read_file(path, TK_MAX_FILE, &buf, &len, st)) != 0)
         goto out;
     const char *end = NULL;
     cfg = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
@@ -948,14 +924,14 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
     }
     t->unk_id = t->eos_id = t->bos_id = -1;
-    if ((rc = read_file(path, &buf, &len, st)) != 0)
+    if ((rc = gm_read_file(path, TK_MAX_FILE, &buf, &len, st)) != 0)
         goto out;
     const char *after = NULL;
     if ((rc = scan_object(t, NULL, buf, buf, buf + len, top_keys, s, K_NKEYS, top_hook, &after, st)) != 0)
         goto out;
     {
         // only whitespace may follow the top-level object
-        after = tk_json_ws(after, buf + len);
+        after = gm_json_ws(after, buf + len);
         if (after != buf + len) {
             rc = gm_fail(st, GM_EFORMAT, "%s: unexpected data after the JSON object at byte %zu", path,
                          (size_t)(after - buf));

@@ -16,33 +16,6 @@
 
 /* ------------------------------------------------------------------ buffers */
 
-int tk_buf_reserve(tk_buf *b, size_t extra)
-{
-    if (extra > SIZE_MAX / 2 - b->n)
-        return -1;
-    if (b->n + extra <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->n + extra)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (p == NULL)
-        return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-int tk_buf_put(tk_buf *b, const void *p, size_t n)
-{
-    if (tk_buf_reserve(b, n) != 0)
-        return -1;
-    if (n > 0)
-        memcpy(b->p + b->n, p, n);
-    b->n += n;
-    return 0;
-}
-
 static int ids_reserve(tk_ids *v, size_t extra)
 {
     if (extra > SIZE_MAX / 8 - v->n)
@@ -282,9 +255,9 @@ struct tk_scratch {
     uint32_t *ranks; int32_t *news; size_t rcap;
     sym *syms; size_t scap;
     heap_item *heap; size_t hn, hcap;
-    tk_buf key;     /* byte-level spelling of a word */
+    gm_buf key;     /* byte-level spelling of a word */
     cache_slot *cache; size_t cache_count;
-    tk_buf cache_keys;
+    gm_buf cache_keys;
     tk_ids cache_ids;
 };
 
@@ -386,7 +359,7 @@ static int initial_symbols(const gm_tokenizer *t, tk_scratch *s, const char *w, 
         }
     } else {
         for (size_t i = 0; i < n;) {
-            size_t cl = (size_t)tk_utf8_len((unsigned char)w[i]);
+            size_t cl = (size_t)gm_utf8_lead_len((unsigned char)w[i]);
             if (cl == 0 || cl > n - i)
                 cl = 1; // the caller validated the text; stay safe anyway
             int32_t id = tk_str_map_get(&t->vocab, t->arena.p, w + i, cl);
@@ -578,7 +551,7 @@ int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, t
         size_t klen = n;
         if (t->byte_level) {
             s->key.n = 0;
-            if (tk_buf_reserve(&s->key, 2 * n) != 0)
+            if (gm_buf_reserve(&s->key, 2 * n) != 0)
                 return -1;
             for (size_t i = 0; i < n; i++) {
                 uint16_t cp = tk_byte_to_cp[(unsigned char)w[i]];
@@ -619,7 +592,7 @@ int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, t
         slot->key_off = (uint32_t)s->cache_keys.n;
         slot->ids_off = (uint32_t)s->cache_ids.n;
         slot->ids_n = (uint32_t)s->ids.n;
-        if (tk_buf_put(&s->cache_keys, w, n) != 0 || tk_ids_put(&s->cache_ids, s->ids.p, s->ids.n) != 0)
+        if (gm_buf_put(&s->cache_keys, w, n) != 0 || tk_ids_put(&s->cache_ids, s->ids.p, s->ids.n) != 0)
             return -1;
         slot->key_len = (uint32_t)n;
         s->cache_count++;

@@ -18,7 +18,7 @@ typedef struct enc_ctx {
     const gm_tokenizer *t;
     int parse_special;
     tk_scratch *scratch;
-    tk_buf norm, tmp;
+    gm_buf norm, tmp;
     tk_spans spans;
     tk_ids out;
 } enc_ctx;
@@ -43,7 +43,7 @@ static size_t trim_ws_left(const char *s, size_t start, size_t floor)
         while (j > floor && ((unsigned char)s[j] & 0xC0) == 0x80)
             j--;
         size_t adv;
-        uint32_t c = tk_utf8_decode(s + j, i - j, &adv);
+        uint32_t c = gm_utf8_decode(s + j, i - j, &adv);
         if (!tk_is_white_space(c))
             break;
         i = j;
@@ -55,7 +55,7 @@ static size_t trim_ws_right(const char *s, size_t stop, size_t n)
 {
     while (stop < n) {
         size_t adv;
-        uint32_t c = tk_utf8_decode(s + stop, n - stop, &adv);
+        uint32_t c = gm_utf8_decode(s + stop, n - stop, &adv);
         if (!tk_is_white_space(c))
             break;
         stop += adv;
@@ -70,13 +70,13 @@ static int word_before(const char *s, size_t i)
     size_t j = i - 1, adv;
     while (j > 0 && ((unsigned char)s[j] & 0xC0) == 0x80)
         j--;
-    return tk_is_word_char(tk_utf8_decode(s + j, i - j, &adv));
+    return tk_is_word_char(gm_utf8_decode(s + j, i - j, &adv));
 }
 
 static int word_after(const char *s, size_t i, size_t n)
 {
     size_t adv;
-    return i < n && tk_is_word_char(tk_utf8_decode(s + i, n - i, &adv));
+    return i < n && tk_is_word_char(gm_utf8_decode(s + i, n - i, &adv));
 }
 
 /*
@@ -199,7 +199,7 @@ static int encode_text(enc_ctx *c, const char *s, size_t n)
 
 static int check_text(const gm_tokenizer *t, const char *text, size_t len, gm_status *st)
 {
-    size_t bad = tk_utf8_check(text, len);
+    size_t bad = gm_utf8_check(text, len);
     (void)t;
     if (bad != len)
         return gm_fail(st, GM_EFORMAT, "text: invalid UTF-8 at byte %zu", bad);
@@ -339,7 +339,7 @@ int gm_tokenizer_encode_mt(const gm_tokenizer *t, const char *text, size_t len, 
 
 /* A list of strings: spans of one buffer. */
 typedef struct strs {
-    tk_buf b;
+    gm_buf b;
     size_t *off, *len;
     size_t n, cap;
 } strs;
@@ -361,14 +361,14 @@ static int strs_add(strs *v, const char *s, size_t n)
     v->off[v->n] = v->b.n;
     v->len[v->n] = n;
     v->n++;
-    return tk_buf_put(&v->b, s, n);
+    return gm_buf_put(&v->b, s, n);
 }
 
 /* Extend the last string by n bytes of s (which must not point into v->b). */
 static int strs_append_last(strs *v, const char *s, size_t n)
 {
     v->len[v->n - 1] += n;
-    return tk_buf_put(&v->b, s, n);
+    return gm_buf_put(&v->b, s, n);
 }
 
 static void strs_free(strs *v)
@@ -384,7 +384,7 @@ static void strs_free(strs *v)
 static int dec_byte_level(const strs *in, strs *out)
 {
     int16_t inv[0x144];
-    tk_buf raw = {0}, lossy = {0};
+    gm_buf raw = {0}, lossy = {0};
     int rc = -1;
 
     for (int i = 0; i < 0x144; i++)
@@ -397,20 +397,20 @@ static int dec_byte_level(const strs *in, strs *out)
         int ok = 1;
         while (j < n) {
             size_t adv;
-            uint32_t c = tk_utf8_decode(s + j, n - j, &adv);
+            uint32_t c = gm_utf8_decode(s + j, n - j, &adv);
             if (c >= 0x144 || inv[c] < 0) {
                 ok = 0;
                 break;
             }
             char b = (char)inv[c];
-            if (tk_buf_put(&raw, &b, 1) != 0)
+            if (gm_buf_put(&raw, &b, 1) != 0)
                 goto out;
             j += adv;
         }
         if (!ok) {
             // a token with a character outside the alphabet keeps its own bytes
             raw.n = start;
-            if (tk_buf_put(&raw, s, n) != 0)
+            if (gm_buf_put(&raw, s, n) != 0)
                 goto out;
         }
     }
@@ -445,12 +445,12 @@ static int byte_token(const char *s, size_t n, unsigned char *b)
     return 1;
 }
 
-static int flush_bytes(tk_buf *bytes, strs *out)
+static int flush_bytes(gm_buf *bytes, strs *out)
 {
     if (bytes->n == 0)
         return 0;
     // valid UTF-8 as a whole becomes one string; otherwise one U+FFFD per byte
-    if (tk_utf8_check(bytes->p, bytes->n) == bytes->n) {
+    if (gm_utf8_check(bytes->p, bytes->n) == bytes->n) {
         if (strs_add(out, bytes->p, bytes->n) != 0)
             return -1;
     } else {
@@ -464,13 +464,13 @@ static int flush_bytes(tk_buf *bytes, strs *out)
 
 static int dec_byte_fallback(const strs *in, strs *out)
 {
-    tk_buf bytes = {0};
+    gm_buf bytes = {0};
     int rc = -1;
 
     for (size_t i = 0; i < in->n; i++) {
         unsigned char b;
         if (byte_token(STR(in, i), in->len[i], &b)) {
-            if (tk_buf_put(&bytes, &b, 1) != 0)
+            if (gm_buf_put(&bytes, &b, 1) != 0)
                 goto out;
             continue;
         }
@@ -537,7 +537,7 @@ int gm_tokenizer_decode(const gm_tokenizer *t, const int32_t *ids, size_t n, int
                         size_t *len, gm_status *st)
 {
     strs a = {0}, b = {0};
-    tk_buf res = {0};
+    gm_buf res = {0};
     int rc = 0;
 
     *text = NULL;
@@ -572,12 +572,12 @@ int gm_tokenizer_decode(const gm_tokenizer *t, const int32_t *ids, size_t n, int
     }
     for (size_t i = 0; i < a.n; i++) {
         // without a decoder the reference joins tokens with spaces
-        if (!t->has_decoder && i > 0 && tk_buf_put(&res, " ", 1) != 0)
+        if (!t->has_decoder && i > 0 && gm_buf_put(&res, " ", 1) != 0)
             goto nomem;
-        if (tk_buf_put(&res, STR(&a, i), a.len[i]) != 0)
+        if (gm_buf_put(&res, STR(&a, i), a.len[i]) != 0)
             goto nomem;
     }
-    if (tk_buf_put(&res, "", 1) != 0)
+    if (gm_buf_put(&res, "", 1) != 0)
         goto nomem;
     *text = res.p;
     *len = res.n - 1;

@@ -15,19 +15,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "gm/buf.h"
+#include "gm/json.h"
 #include "gm/status.h"
+#include "gm/utf8.h"
 #include "gm/tokenizer.h"
 
 /* ------------------------------------------------------------------ buffers */
-
-/* A growable byte buffer. */
-typedef struct tk_buf {
-    char *p;
-    size_t n, cap;
-} tk_buf;
-
-int tk_buf_reserve(tk_buf *b, size_t extra);
-int tk_buf_put(tk_buf *b, const void *p, size_t n);
 
 /* A growable id vector. */
 typedef struct tk_ids {
@@ -151,7 +145,7 @@ enum { TK_ID_ADDED = 1, TK_ID_SPECIAL = 2 };
 struct gm_tokenizer {
     char *path;
     /* every token string lives in arena */
-    tk_buf arena;
+    gm_buf arena;
     int32_t n_ids;     /* highest id + 1 */
     uint32_t *id_off;  /* per id: arena offset, UINT32_MAX when the id has no string */
     uint32_t *id_len;
@@ -188,9 +182,6 @@ struct gm_tokenizer {
 };
 
 /* tokenizer_json.c: fill t->vocab / t->merges from the spans of model.vocab and model.merges. */
-int tk_json_skip(const char *p, const char *end, const char **after, const char **err);
-int tk_json_string(const char *p, const char *end, tk_buf *out, const char **after, const char **err);
-const char *tk_json_ws(const char *p, const char *end);
 int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st);
 int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st);
 
@@ -205,21 +196,17 @@ int tk_regex_compile(void **re, const char *pattern, size_t len, const char *pat
 void tk_regex_free(void *re);
 /* The Split-with-Unicode-16 rewrite of a pattern (see tokenizer_pretok.c); malloc'd. */
 char *tk_regex_augment(const char *pattern, size_t len, size_t *out_len);
-int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, tk_buf *out);
+int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, gm_buf *out);
 /* Pre-token spans as (start, end) pairs into s. */
 typedef struct tk_spans {
     size_t *p; /* 2 per span */
     size_t n, cap;
 } tk_spans;
-int tk_pretokenize(const gm_tokenizer *t, const char *s, size_t n, tk_spans *out, tk_buf *tmp);
-int tk_utf8_len(unsigned char c);
-/* The offset of the first invalid UTF-8 sequence in s, or n. */
-size_t tk_utf8_check(const char *s, size_t n);
-uint32_t tk_utf8_decode(const char *s, size_t n, size_t *adv);
+int tk_pretokenize(const gm_tokenizer *t, const char *s, size_t n, tk_spans *out, gm_buf *tmp);
 int tk_is_white_space(uint32_t c);
 int tk_is_word_char(uint32_t c);
 /* Rust String::from_utf8_lossy over b: invalid sequences become U+FFFD per maximal subpart. */
-int tk_utf8_lossy(const char *s, size_t n, tk_buf *out);
+int tk_utf8_lossy(const char *s, size_t n, gm_buf *out);
 extern const uint16_t tk_byte_to_cp[256];
 
 #endif

@@ -15,280 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *tk_json_ws(const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    return p;
-}
-
-static int hex4(const char *p, const char *end, uint32_t *v)
-{
-    uint32_t x = 0;
-
-    if (end - p < 4)
-        return -1;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        x <<= 4;
-        if (c >= '0' && c <= '9')
-            x |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            x |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            x |= (uint32_t)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *v = x;
-    return 0;
-}
-
-static size_t put_utf8(char *o, uint32_t c)
-{
-    if (c < 0x80) {
-        o[0] = (char)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        o[0] = (char)(0xC0 | (c >> 6));
-        o[1] = (char)(0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12));
-        o[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (c >> 18));
-    o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
-
-/*
-** Decode the string at p (which must be '"') and append its UTF-8 bytes to
-** out (when out is not NULL). Returns 0, or -1 with *err set.
-*/
-int tk_json_string(const char *p, const char *end, tk_buf *out, const char **after, const char **err)
-{
-    if (p >= end || *p != '"') {
-        *err = p >= end ? "truncated" : "expected a string";
-        *after = p;
-        return -1;
-    }
-    p++;
-    for (;;) {
-        const char *run = p;
-        // copy the longest run without escapes or the closing quote in one go
-        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
-            p++;
-        if (out != NULL && p > run && tk_buf_put(out, run, (size_t)(p - run)) != 0) {
-            *err = "out of memory";
-            goto bad;
-        }
-        if (p >= end) {
-            *err = "truncated";
-            goto bad;
-        }
-        if (*p == '"') {
-            *after = p + 1;
-            return 0;
-        }
-        if ((unsigned char)*p < 0x20) {
-            *err = "control character in a string";
-            goto bad;
-        }
-        // an escape
-        if (end - p < 2) {
-            *err = "truncated";
-            goto bad;
-        }
-        char c = p[1], one = 0;
-        uint32_t cp;
-        switch (c) {
-        case '"': one = '"'; break;
-        case '\\': one = '\\'; break;
-        case '/': one = '/'; break;
-        case 'b': one = '\b'; break;
-        case 'f': one = '\f'; break;
-        case 'n': one = '\n'; break;
-        case 'r': one = '\r'; break;
-        case 't': one = '\t'; break;
-        case 'u':
-            if (hex4(p + 2, end, &cp) != 0) {
-                *err = end - p < 6 ? "truncated" : "bad \\u escape";
-                goto bad;
-            }
-            p += 6;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                *err = "lone trailing surrogate in a \\u escape";
-                goto bad;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                uint32_t lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, end, &lo) != 0 || lo < 0xDC00 ||
-                    lo > 0xDFFF) {
-                    *err = "lone leading surrogate in a \\u escape";
-                    goto bad;
-                }
-                p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            if (out != NULL) {
-                char u[4];
-                if (tk_buf_put(out, u, put_utf8(u, cp)) != 0) {
-                    *err = "out of memory";
-                    goto bad;
-                }
-            }
-            continue;
-        default:
-            *err = "unknown escape in a string";
-            goto bad;
-        }
-        if (out != NULL && tk_buf_put(out, &one, 1) != 0) {
-            *err = "out of memory";
-            goto bad;
-        }
-        p += 2;
-    }
-bad:
-    *after = p;
-    return -1;
-}
-
-static int skip_number(const char *p, const char *end, const char **after)
-{
-    const char *s = p;
-
-    if (p < end && *p == '-')
-        p++;
-    if (p >= end)
-        goto bad;
-    if (*p == '0')
-        p++;
-    else if (*p >= '1' && *p <= '9')
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    else
-        goto bad;
-    if (p < end && *p == '.') {
-        p++;
-        if (p >= end || *p < '0' || *p > '9')
-            goto bad;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= end || *p < '0' || *p > '9')
-            goto bad;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    *after = p;
-    return 0;
-bad:
-    *after = p > s ? p : s;
-    return -1;
-}
-
-static int skip_value(const char *p, const char *end, int depth, const char **after, const char **err)
-{
-    p = tk_json_ws(p, end);
-    if (p >= end) {
-        *err = "truncated";
-        *after = p;
-        return -1;
-    }
-    if (depth > 256) {
-        *err = "nesting deeper than 256";
-        *after = p;
-        return -1;
-    }
-    switch (*p) {
-    case '"':
-        return tk_json_string(p, end, NULL, after, err);
-    case '{':
-    case '[': {
-        char close = *p == '{' ? '}' : ']';
-        int object = *p == '{';
-        p = tk_json_ws(p + 1, end);
-        if (p < end && *p == close) {
-            *after = p + 1;
-            return 0;
-        }
-        for (;;) {
-            if (object) {
-                if (tk_json_string(tk_json_ws(p, end), end, NULL, &p, err) != 0)
-                    goto fail;
-                p = tk_json_ws(p, end);
-                if (p >= end || *p != ':') {
-                    *err = p >= end ? "truncated" : "expected ':'";
-                    goto fail;
-                }
-                p++;
-            }
-            if (skip_value(p, end, depth + 1, &p, err) != 0)
-                goto fail;
-            p = tk_json_ws(p, end);
-            if (p < end && *p == ',') {
-                p++;
-                continue;
-            }
-            if (p < end && *p == close) {
-                *after = p + 1;
-                return 0;
-            }
-            *err = p >= end ? "truncated" : object ? "expected ',' or '}'" : "expected ',' or ']'";
-            goto fail;
-        }
-    fail:
-        *after = p;
-        return -1;
-    }
-    case 't':
-    case 'f':
-    case 'n': {
-        const char *word = *p == 't' ? "true" : *p == 'f' ? "false" : "null";
-        size_t n = strlen(word);
-        if ((size_t)(end - p) < n) {
-            *err = "truncated";
-            *after = end;
-            return -1;
-        }
-        if (memcmp(p, word, n) != 0) {
-            *err = "unexpected character";
-            *after = p;
-            return -1;
-        }
-        *after = p + n;
-        return 0;
-    }
-    default:
-        if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            if (skip_number(p, end, after) != 0) {
-                *err = *after >= end ? "truncated" : "bad number";
-                return -1;
-            }
-            return 0;
-        }
-        *err = "unexpected character";
-        *after = p;
-        return -1;
-    }
-}
-
-int tk_json_skip(const char *p, const char *end, const char **after, const char **err)
-{
-    return skip_value(p, end, 0, after, err);
-}
-
 /* ------------------------------------------------------------- model.vocab */
 
 static uint32_t parse_index(const char *p, const char *end, const char **after, int *ok)
@@ -326,12 +52,12 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
     size_t n = 0, cap = 0;
     int ok, rc = 0;
 
-    p = tk_json_ws(p, end);
+    p = gm_json_ws(p, end);
     if (p >= end || *p != '{') {
         rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
         goto out;
     }
-    p = tk_json_ws(p + 1, end);
+    p = gm_json_ws(p + 1, end);
     if (p < end && *p == '}') {
         p++;
         goto build;
@@ -339,16 +65,16 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
     for (;;) {
         size_t off = t->arena.n;
         uint32_t id;
-        if (tk_json_string(p, end, &t->arena, &p, &err) != 0) {
+        if (gm_json_string(p, end, &t->arena, &p, &err) != 0) {
             rc = fail_at(t, "model.vocab", base, p, err, st);
             goto out;
         }
-        p = tk_json_ws(p, end);
+        p = gm_json_ws(p, end);
         if (p >= end || *p != ':') {
             rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ':'", st);
             goto out;
         }
-        p = tk_json_ws(p + 1, end);
+        p = gm_json_ws(p + 1, end);
         id = parse_index(p, end, &p, &ok);
         if (!ok) {
             rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id", st);
@@ -374,9 +100,9 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
         n++;
         if ((int32_t)id + 1 > t->n_ids)
             t->n_ids = (int32_t)id + 1;
-        p = tk_json_ws(p, end);
+        p = gm_json_ws(p, end);
         if (p < end && *p == ',') {
-            p = tk_json_ws(p + 1, end);
+            p = gm_json_ws(p + 1, end);
             continue;
         }
         if (p < end && *p == '}') {
@@ -412,7 +138,7 @@ out:
 ** insert them in order (a later duplicate wins, as in the reference).
 */
 typedef struct merge_list {
-    tk_buf text;    /* "ab" spellings back to back */
+    gm_buf text;    /* "ab" spellings back to back */
     uint32_t *e;    /* per merge: text offset, split, length */
     int32_t *ids;   /* per merge: a, b, ab */
     size_t n, cap;
@@ -503,16 +229,16 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
 {
     const char *base = p, *err = NULL;
     merge_list m = {0};
-    tk_buf *tmp = &m.text;
+    gm_buf *tmp = &m.text;
     size_t index = 0;
     int rc = 0;
 
-    p = tk_json_ws(p, end);
+    p = gm_json_ws(p, end);
     if (p >= end || *p != '[') {
         rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected an array", st);
         goto out;
     }
-    p = tk_json_ws(p + 1, end);
+    p = gm_json_ws(p + 1, end);
     if (p < end && *p == ']') {
         p++;
         goto done;
@@ -521,7 +247,7 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
         size_t split, start = tmp->n;
         if (p < end && *p == '"') {
             // "a b": no vocab entry holds a space, so the one space splits it exactly
-            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
+            if (gm_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
@@ -537,23 +263,23 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
             memmove(sp, sp + 1, qn - split - 1);
             tmp->n--;
         } else if (p < end && *p == '[') {
-            p = tk_json_ws(p + 1, end);
-            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
+            p = gm_json_ws(p + 1, end);
+            if (gm_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
             split = tmp->n - start;
-            p = tk_json_ws(p, end);
+            p = gm_json_ws(p, end);
             if (p >= end || *p != ',') {
                 rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
                 goto out;
             }
-            p = tk_json_ws(p + 1, end);
-            if (tk_json_string(p, end, tmp, &p, &err) != 0) {
+            p = gm_json_ws(p + 1, end);
+            if (gm_json_string(p, end, tmp, &p, &err) != 0) {
                 rc = fail_at(t, "model.merges", base, p, err, st);
                 goto out;
             }
-            p = tk_json_ws(p, end);
+            p = gm_json_ws(p, end);
             if (p >= end || *p != ']') {
                 rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
                 goto out;
@@ -571,9 +297,9 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
             rc = gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
             goto out;
         }
-        p = tk_json_ws(p, end);
+        p = gm_json_ws(p, end);
         if (p < end && *p == ',') {
-            p = tk_json_ws(p + 1, end);
+            p = gm_json_ws(p + 1, end);
             continue;
         }
         if (p < end && *p == ']') {

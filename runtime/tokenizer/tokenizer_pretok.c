@@ -22,116 +22,29 @@
 
 /* ------------------------------------------------------------------- UTF-8 */
 
-int tk_utf8_len(unsigned char c)
-{
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        return 2;
-    if (c >= 0xE0 && c <= 0xEF)
-        return 3;
-    if (c >= 0xF0 && c <= 0xF4)
-        return 4;
-    return 0;
-}
-
-/*
-** The length of the valid sequence at s (1..4), or 0 when it is invalid;
-** *sub is then the length of its maximal valid prefix (at least 1), the
-** unit one U+FFFD replaces (Unicode's "maximal subpart" rule, as Rust's
-** from_utf8_lossy applies it).
-*/
-static size_t utf8_valid_at(const unsigned char *s, size_t n, size_t *sub)
-{
-    unsigned char c = s[0];
-    size_t need = (size_t)tk_utf8_len(c);
-    unsigned char lo = 0x80, hi = 0xBF;
-
-    *sub = 1;
-    if (need == 0)
-        return 0;
-    if (need == 1)
-        return 1;
-    if (c == 0xE0)
-        lo = 0xA0;
-    else if (c == 0xED)
-        hi = 0x9F;
-    else if (c == 0xF0)
-        lo = 0x90;
-    else if (c == 0xF4)
-        hi = 0x8F;
-    for (size_t i = 1; i < need; i++) {
-        if (i >= n)
-            return 0;
-        unsigned char d = s[i];
-        if (d < (i == 1 ? lo : 0x80) || d > (i == 1 ? hi : 0xBF))
-            return 0;
-        *sub = i + 1;
-    }
-    return need;
-}
-
-uint32_t tk_utf8_decode(const char *str, size_t n, size_t *adv)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t sub, k = utf8_valid_at(s, n, &sub);
-
-    if (k == 0) {
-        *adv = sub;
-        return 0xFFFD;
-    }
-    *adv = k;
-    switch (k) {
-    case 1: return s[0];
-    case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    case 3: return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    default:
-        return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
-               (s[3] & 0x3F);
-    }
-}
-
-size_t tk_utf8_check(const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0, sub;
-
-    while (i < n) {
-        if (s[i] < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = utf8_valid_at(s + i, n - i, &sub);
-        if (k == 0)
-            return i;
-        i += k;
-    }
-    return n;
-}
-
-int tk_utf8_lossy(const char *str, size_t n, tk_buf *out)
+int tk_utf8_lossy(const char *str, size_t n, gm_buf *out)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0, start = 0, sub;
 
-    if (tk_buf_reserve(out, n + 1) != 0)
+    if (gm_buf_reserve(out, n + 1) != 0)
         return -1;
     while (i < n) {
         if (s[i] < 0x80) {
             i++;
             continue;
         }
-        size_t k = utf8_valid_at(s + i, n - i, &sub);
+        size_t k = gm_utf8_valid_at(s + i, n - i, &sub);
         if (k > 0) {
             i += k;
             continue;
         }
-        if (tk_buf_put(out, s + start, i - start) != 0 || tk_buf_put(out, "\xEF\xBF\xBD", 3) != 0)
+        if (gm_buf_put(out, s + start, i - start) != 0 || gm_buf_put(out, "\xEF\xBF\xBD", 3) != 0)
             return -1;
         i += sub;
         start = i;
     }
-    return tk_buf_put(out, s + start, n - start);
+    return gm_buf_put(out, s + start, n - start);
 }
 
 int tk_is_white_space(uint32_t c)
@@ -196,7 +109,7 @@ const uint16_t tk_byte_to_cp[256] = {
 
 /* -------------------------------------------------------------- normalizers */
 
-static int unicode_form(int kind, const char *s, size_t n, tk_buf *out)
+static int unicode_form(int kind, const char *s, size_t n, gm_buf *out)
 {
     utf8proc_option_t opt = UTF8PROC_STABLE;
     utf8proc_uint8_t *dst = NULL;
@@ -207,7 +120,7 @@ static int unicode_form(int kind, const char *s, size_t n, tk_buf *out)
     for (i = 0; i < n && (unsigned char)s[i] < 0x80; i++)
         ;
     if (i == n)
-        return tk_buf_put(out, s, n);
+        return gm_buf_put(out, s, n);
     switch (kind) {
     case TK_NORM_NFC: opt |= UTF8PROC_COMPOSE; break;
     case TK_NORM_NFD: opt |= UTF8PROC_DECOMPOSE; break;
@@ -217,21 +130,21 @@ static int unicode_form(int kind, const char *s, size_t n, tk_buf *out)
     r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, opt);
     if (r < 0)
         return -1;
-    int rc = tk_buf_put(out, dst, (size_t)r);
+    int rc = gm_buf_put(out, dst, (size_t)r);
     free(dst);
     return rc;
 }
 
 static int replace_all(const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen,
-                       tk_buf *out)
+                       gm_buf *out)
 {
     size_t i = 0, start = 0;
 
     if (plen == 0)
-        return tk_buf_put(out, s, n);
+        return gm_buf_put(out, s, n);
     while (i + plen <= n) {
         if (s[i] == pat[0] && memcmp(s + i, pat, plen) == 0) {
-            if (tk_buf_put(out, s + start, i - start) != 0 || tk_buf_put(out, with, wlen) != 0)
+            if (gm_buf_put(out, s + start, i - start) != 0 || gm_buf_put(out, with, wlen) != 0)
                 return -1;
             i += plen;
             start = i;
@@ -239,17 +152,17 @@ static int replace_all(const char *s, size_t n, const char *pat, size_t plen, co
             i++;
         }
     }
-    return tk_buf_put(out, s + start, n - start);
+    return gm_buf_put(out, s + start, n - start);
 }
 
 /* Apply the normalizer steps to s; out receives the result (out is reset). */
-int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, tk_buf *out)
+int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, gm_buf *out)
 {
-    tk_buf a = {0};
+    gm_buf a = {0};
     int rc = 0;
 
     out->n = 0;
-    if (tk_buf_put(out, s, n) != 0)
+    if (gm_buf_put(out, s, n) != 0)
         return -1;
     for (size_t k = 0; k < t->n_norm; k++) {
         const tk_norm *m = &t->norm[k];
@@ -259,9 +172,9 @@ int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, tk_buf *out)
             // the reference prepends only to a non-empty string
             if (out->n == 0)
                 continue;
-            rc = tk_buf_put(&a, m->a, m->alen);
+            rc = gm_buf_put(&a, m->a, m->alen);
             if (rc == 0)
-                rc = tk_buf_put(&a, out->p, out->n);
+                rc = gm_buf_put(&a, out->p, out->n);
             break;
         case TK_NORM_REPLACE:
             rc = replace_all(out->p, out->n, m->a, m->alen, m->b, m->blen, &a);
@@ -272,7 +185,7 @@ int tk_normalize(const gm_tokenizer *t, const char *s, size_t n, tk_buf *out)
         }
         if (rc != 0)
             goto out;
-        tk_buf swap = *out;
+        gm_buf swap = *out;
         *out = a;
         a = swap;
     }
@@ -308,12 +221,12 @@ static void onig_init_once(void)
     onig_initialize(&enc, 1);
 }
 
-static int put_ranges(tk_buf *b, const uint32_t (*r)[2], size_t n)
+static int put_ranges(gm_buf *b, const uint32_t (*r)[2], size_t n)
 {
     char tmp[48];
     for (size_t i = 0; i < n; i++) {
         int k = snprintf(tmp, sizeof tmp, "\\x{%X}-\\x{%X}", (unsigned)r[i][0], (unsigned)r[i][1]);
-        if (k < 0 || (size_t)k >= sizeof tmp || tk_buf_put(b, tmp, (size_t)k) != 0)
+        if (k < 0 || (size_t)k >= sizeof tmp || gm_buf_put(b, tmp, (size_t)k) != 0)
             return -1;
     }
     return 0;
@@ -327,7 +240,7 @@ static int put_ranges(tk_buf *b, const uint32_t (*r)[2], size_t n)
 */
 char *tk_regex_augment(const char *p, size_t n, size_t *out_len)
 {
-    tk_buf b = {0};
+    gm_buf b = {0};
     int depth = 0;
 
     for (size_t i = 0; i < n;) {
@@ -338,13 +251,13 @@ char *tk_regex_augment(const char *p, size_t n, size_t *out_len)
                 const uint32_t (*r)[2] = letter ? unicode16_letters : unicode16_numbers;
                 size_t rn = letter ? sizeof unicode16_letters / sizeof *unicode16_letters
                                    : sizeof unicode16_numbers / sizeof *unicode16_numbers;
-                if ((depth == 0 && tk_buf_put(&b, "[", 1) != 0) || tk_buf_put(&b, p + i, 5) != 0 ||
-                    put_ranges(&b, r, rn) != 0 || (depth == 0 && tk_buf_put(&b, "]", 1) != 0))
+                if ((depth == 0 && gm_buf_put(&b, "[", 1) != 0) || gm_buf_put(&b, p + i, 5) != 0 ||
+                    put_ranges(&b, r, rn) != 0 || (depth == 0 && gm_buf_put(&b, "]", 1) != 0))
                     goto fail;
                 i += 5;
                 continue;
             }
-            if (tk_buf_put(&b, p + i, 2) != 0)
+            if (gm_buf_put(&b, p + i, 2) != 0)
                 goto fail;
             i += 2;
             continue;
@@ -353,11 +266,11 @@ char *tk_regex_augment(const char *p, size_t n, size_t *out_len)
             depth++;
         else if (p[i] == ']' && depth > 0)
             depth--;
-        if (tk_buf_put(&b, p + i, 1) != 0)
+        if (gm_buf_put(&b, p + i, 1) != 0)
             goto fail;
         i++;
     }
-    if (tk_buf_put(&b, "", 1) != 0)
+    if (gm_buf_put(&b, "", 1) != 0)
         goto fail;
     *out_len = b.n - 1;
     return b.p;
@@ -458,7 +371,7 @@ static int find_matches(regex_t *re, OnigRegion *region, const char *s, size_t a
         if (me == ms && have_last && last_match_end == me) {
             size_t adv = 1;
             if (last_end < n) {
-                int k = tk_utf8_len((unsigned char)s[a + last_end]);
+                int k = gm_utf8_lead_len((unsigned char)s[a + last_end]);
                 adv = k > 0 ? (size_t)k : 1;
             }
             last_end += adv;
@@ -549,7 +462,7 @@ static int apply_behavior(const tk_pre *pre, pieces *m, tk_spans *out)
 ** Split s[0, n) into pre-tokens. With no splitting step the whole text is
 ** one pre-token. tmp is scratch space owned by the caller.
 */
-int tk_pretokenize(const gm_tokenizer *t, const char *s, size_t n, tk_spans *out, tk_buf *tmp)
+int tk_pretokenize(const gm_tokenizer *t, const char *s, size_t n, tk_spans *out, gm_buf *tmp)
 {
     tk_spans next = {0};
     pieces m = {0};

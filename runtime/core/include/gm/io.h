@@ -1,4 +1,9 @@
-/* Small-file helpers: read a whole file, write one atomically. */
+/*
+** Whole files: the one reader every part of the program uses for a file it
+** takes in whole (config.json, an index, tokenizer.json, .npy), with a
+** regular-file check and a size cap that bounds what a hostile file costs;
+** and writers that never leave a half-written file behind.
+*/
 #ifndef GM_IO_H
 #define GM_IO_H
 
@@ -6,11 +11,23 @@
 
 #include "gm/status.h"
 
-/* Read a whole regular file (at most max bytes) into a malloc'd NUL-terminated buffer. */
+/*
+** Read a whole regular file of at most max bytes into a malloc'd buffer with
+** a NUL after its last byte. Errors: it cannot be opened, is not a regular
+** file (GM_EIO), is larger than max (GM_EFORMAT, naming both sizes).
+*/
 int gm_read_file(const char *path, size_t max, char **data, size_t *len, gm_status *st);
 
 /* Write data to path via path.tmp, fsync, then rename: never a half-written file. */
 int gm_write_file(const char *path, const void *data, size_t len, gm_status *st);
+
+/* The same for a file written in parts, one after the other. */
+typedef struct gm_part {
+    const void *data;
+    size_t len;
+} gm_part;
+
+int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st);
 
 /* mkdir -p: dir and every folder above it (0755). */
 int gm_mkdir_p(const char *dir, gm_status *st);

@@ -2,12 +2,15 @@
 ** The matrix kernels of the runner: bf16 weights, f32 activations, f32
 ** accumulation. Each output is one f32 sum (plus the bias) rounded once to
 ** bf16 when asked, which is how Hugging Face's bf16 linears behave.
-** Work is split over the pool's threads by output columns. An AVX2/FMA
-** implementation is chosen at run time when the CPU has it; the portable one
-** uses the same cache blocking.
+** Work is split over the pool's threads by output columns. The widest tier
+** the CPU has (gm/cpu.h) runs: AVX2+FMA, or the portable one, which uses
+** the same cache blocking and gives the same bits. The same choice serves
+** the load-time transposes at the end of this header.
 */
 #ifndef GM_KERNELS_H
 #define GM_KERNELS_H
+
+#include <stddef.h>
 
 #include "gm/bf16.h"
 #include "gm/pool.h"
@@ -51,14 +54,29 @@ void gm_add_round(float *x, const float *y, int n, int round);                  
 void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);   /* y = r(w r(x inv)) */
 void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + expf(-g))) u): SiLU(gate) * up */
 
-/* "avx2+fma" or "portable": what the kernels above use. */
+/* "avx2+fma" or "portable": what the kernels above and below use. */
 const char *gm_kernels_name(void);
 
-/* Force the portable kernels (1) or let the CPU decide (0): for tests and benchmarks. */
+/* Force the portable kernels (1) or let the CPU decide (0), for tests and benchmarks: gm_cpu_allow(0) or (~0u). */
 void gm_kernels_force_portable(int on);
 
 /* The plain reference: one dot product per output, no blocking, one thread. */
 void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
                          int T, int K, int N, int round);
+
+/* ---------------------------------------------------------------------- */
+/* load time: tensors as stored into the layout the kernels read */
+
+/* The float types a checkpoint stores (safetensors BF16, F16, F32). */
+typedef enum gm_src_type { GM_SRC_BF16, GM_SRC_F16, GM_SRC_F32 } gm_src_type;
+
+/*
+** Rows [r0, r1) of a (rows, cols) tensor of type src_type into dst, which
+** holds the whole tensor as bf16 (round to nearest even): row-major as is,
+** or transposed to (cols, rows). src points at row r0. Safe to call from
+** several threads at once on disjoint rows of one tensor.
+*/
+void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type src_type, size_t rows, size_t cols, size_t r0,
+                     size_t r1, int transpose);
 
 #endif

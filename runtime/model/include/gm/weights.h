@@ -4,8 +4,9 @@
 ** shape, transposed or not); the runtime loads, finds and frees by that table.
 **
 ** Every tensor lands in one arena: a single anonymous mapping, asking for
-** huge pages, filled by all threads with pread (no file pages stay in the
-** process) and transposed on the way in.
+** huge pages, filled by all threads with pread from the files the
+** safetensors reader opened (no file pages stay in the process), converted
+** and transposed on the way in by the kernels' load-time routines.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H
@@ -52,6 +53,15 @@ typedef struct gm_weights_layout {
 */
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     size_t n_specs, const char *dir, int threads, gm_status *st);
+
+/*
+** One tensor of an open model folder in a fresh malloc'd bf16 buffer (*out),
+** checked as st_model_check does, converted to bf16 (round to nearest even)
+** where the file holds F16 or F32 and, when transpose is set, transposed from
+** HF's (out, in) to (in, out): the values gm_weights_load places, one tensor alone.
+*/
+int gm_weights_load_tensor(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                           gm_bf16 **out, gm_status *st);
 
 /* Release the arena and set every field the specs name to NULL. */
 void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,

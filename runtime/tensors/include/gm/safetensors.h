@@ -9,9 +9,10 @@
 ** Two levels:
 **   st_header_*  the parsed header alone: what gen-model checks when only the
 **                first 8+N bytes of a file are known (a *.safetensors.head copy)
-**   st_model_*   the safetensors files of a model folder, memory-mapped:
-**                model.safetensors, or model.safetensors.index.json and the
-**                shards its weight_map names
+**   st_model_*   the safetensors files of a model folder, open and
+**                memory-mapped: model.safetensors, or
+**                model.safetensors.index.json and the shards its weight_map names
+** Converting and placing tensors is the weights loader's (gm/weights.h).
 */
 #ifndef GM_SAFETENSORS_H
 #define GM_SAFETENSORS_H
@@ -19,7 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gm/bf16.h"
 #include "gm/status.h"
 
 #ifdef __cplusplus
@@ -89,8 +89,8 @@ typedef struct st_model st_model;
 /*
 ** Open the model in folder dir: model.safetensors if present, otherwise
 ** model.safetensors.index.json and every shard its weight_map names. Each
-** file is memory-mapped read-only and validated in full (its size must equal
-** 8 + N + data). Every tensor in weight_map must be in the shard it names and
+** file is opened, memory-mapped read-only and validated in full (its size
+** must equal 8 + N + data); it stays open until st_model_close. Every tensor in weight_map must be in the shard it names and
 ** every tensor of a shard must be in weight_map.
 */
 int st_model_open(st_model **m, const char *dir, gm_status *st);
@@ -104,35 +104,25 @@ size_t st_model_n_tensors(const st_model *m);
 
 /*
 ** Check that tensor `name` exists with exactly `rank` dims equal to shape
-** (HF order, outermost first) and a float dtype (BF16, F16 or F32), then
-** return it in a fresh malloc'd bf16 buffer (*out): converted with
-** round-to-nearest-even where the file is F16 or F32, and, when transpose is
-** set (rank 2 only), transposed from HF's (out, in) to (in, out), row-major.
-** Errors name the file and the tensor, the expected and the found value.
-*/
-int st_model_load_bf16(const st_model *m, const char *name, int rank,
-                       const int64_t *shape, int transpose, gm_bf16 **out,
-                       gm_status *st);
-
-/*
-** The checks of st_model_load_bf16 (present, shape, float dtype, rank 2
-** when transposed) without loading; *t receives the tensor.
+** (HF order, outermost first), a float dtype (BF16, F16 or F32) and rank 2
+** when it is to be transposed; *t receives the tensor. Errors name the file
+** and the tensor, the expected and the found value.
 */
 int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                    const st_tensor **t, gm_status *st);
 
-/* Where a tensor's bytes are: folder, file name and the absolute offset of its first byte. */
-void st_model_source(const st_model *m, const st_tensor *t, const char **dir, const char **file,
-                     uint64_t *offset);
-
 /*
-** Rows [r0, r1) of a (rows, cols) BF16, F16 or F32 tensor into dst, which
-** holds the whole tensor as bf16 (round to nearest even): row-major as is,
-** or transposed to (cols, rows). src points at row r0. The one conversion
-** both st_model_load_bf16 and the parallel weights loader use.
+** Where a tensor's bytes are: the file's descriptor, open until
+** st_model_close (read it with pread, from any thread), its path for
+** messages, and the absolute offset of the tensor's first byte.
 */
-void st_convert_rows(gm_bf16 *dst, const void *src, st_dtype dtype, size_t rows, size_t cols, size_t r0,
-                     size_t r1, int transpose);
+typedef struct st_source {
+    int fd;
+    const char *path;
+    uint64_t offset;
+} st_source;
+
+st_source st_model_source(const st_model *m, const st_tensor *t);
 
 /* The raw bytes of a tensor inside the mapping (valid until close). */
 const void *st_model_data(const st_model *m, const st_tensor *t);

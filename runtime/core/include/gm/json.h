@@ -1,0 +1,35 @@
+/*
+** A small validating JSON scanner over a byte range, RFC 8259 to the letter:
+** strings without raw control bytes, only the known escapes, surrogate
+** escapes in pairs; numbers in JSON's grammar; nesting at most
+** GM_JSON_MAX_DEPTH. It builds no tree: it skips values and decodes strings
+** where they lie, so a reader can see a value's own text.
+**
+** Two readers use it where a tree is not enough: the tokenizer, for the
+** 150k-entry vocab and 280k merges of tokenizer.json, read straight into its
+** tables (a cJSON tree for them costs ~100 ms); the config.json reader, to
+** see a number as written (cJSON keeps only a double: 896 and 896.0 look alike).
+**
+** Each function returns 0 with *after just past what it read, or -1 with
+** *after at the offending byte and *err a short lower-case description.
+*/
+#ifndef GM_JSON_H
+#define GM_JSON_H
+
+#include "gm/buf.h"
+
+#define GM_JSON_MAX_DEPTH 256
+
+/* p moved past JSON whitespace (space, tab, CR, LF). */
+const char *gm_json_ws(const char *p, const char *end);
+
+/* The string at p (which must be '"'); its decoded UTF-8 bytes are appended to out unless out is NULL. */
+int gm_json_string(const char *p, const char *end, gm_buf *out, const char **after, const char **err);
+
+/* The number at p: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+int gm_json_number(const char *p, const char *end, const char **after, const char **err);
+
+/* One value at p (leading whitespace allowed), of any type, nested at most GM_JSON_MAX_DEPTH deep. */
+int gm_json_skip(const char *p, const char *end, const char **after, const char **err);
+
+#endif

@@ -1,0 +1,272 @@
+/*
+** The portable tier: plain C, with the same cache blocking and the same
+** order of every sum as the wider tiers, so that each output is the same
+** f32 sum. The load-time transposes use SSE2 where the compiler targets it
+** (every x86-64 CPU has it), plain loops elsewhere; conversions are exact
+** scalar code.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "kernels_impl.h"
+
+enum {
+    BAND = GM_BAND,
+    NR = 24, /* packed panel width and register tile columns */
+    MR = 4   /* register tile rows */
+};
+
+/* ---------------------------------------------------------------------- */
+/* matrix products */
+
+static void pack_portable(float *dst, const gm_bf16 *W, long ldw, int k0, int k1, int n0, int ncols, int nr)
+{
+    const int kb = k1 - k0;
+    for (int k = k0; k < k1; k++) {
+        float *panel = dst;
+        for (int n = 0; n < ncols; n += nr) {
+            const int width = ncols - n < nr ? ncols - n : nr;
+            float *d = panel + (long)(k - k0) * width;
+            for (int j = 0; j < width; j++)
+                d[j] = gm_bf16_to_f32(W[(long)k * ldw + n0 + n + j]);
+            panel += (long)kb * width;
+        }
+    }
+}
+
+static void micro_portable(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
+{
+    for (int r = 0; r < rows; r++) {
+        float acc[NR];
+        memcpy(acc, Y + r * ldy, sizeof(float) * (size_t)nr);
+        for (int k = 0; k < kb; k++) {
+            const float x = X[r * ldx + k];
+            for (int j = 0; j < nr; j++)
+                acc[j] += x * P[(long)k * nr + j];
+        }
+        memcpy(Y + r * ldy, acc, sizeof(float) * (size_t)nr);
+    }
+}
+
+/*
+** The portable band (any width): for each k-block and each BAND of
+** columns, W is widened once into packed f32 panels, which every block of
+** MR rows of X then passes over.
+*/
+static void band_portable(const gm_band *b)
+{
+    float packed[KB * BAND];
+    const int vec_end = b->n0 + (b->n1 - b->n0) / 8 * 8;
+    for (int t = 0; t < b->T; t++)
+        memset(b->Y + (long)t * b->ldy + b->n0, 0, sizeof(float) * (size_t)(b->n1 - b->n0));
+    for (int k0 = 0; k0 < b->K; k0 += KB) {
+        const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
+        for (int s0 = b->n0; s0 < vec_end; s0 += BAND) {
+            const int s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
+            pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
+            for (int t = 0; t < b->T; t += MR) {
+                const float *p = packed;
+                for (int n = s0; n < s1; n += NR) {
+                    const int nr = s1 - n < NR ? s1 - n : NR;
+                    micro_portable(b->Y + (long)t * b->ldy + n, b->ldy, b->X + (long)t * b->ldx + k0, b->ldx, p, kb,
+                                   nr, b->T - t < MR ? b->T - t : MR);
+                    p += (long)kb * nr;
+                }
+            }
+        }
+    }
+    for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
+        for (int n = vec_end; n < b->n1; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < b->K; k++)
+                s += b->X[(long)t * b->ldx + k] * gm_bf16_to_f32(b->W[(long)k * b->ldw + n]);
+            b->Y[(long)t * b->ldy + n] = s;
+        }
+}
+
+static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
+                          int fetch_ahead)
+{
+    (void)fetch_ahead;
+    for (int n = n0; n < n1; n++)
+        y[n] = 0.0f;
+    for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */
+        for (int n = n0; n < n1; n++)
+            y[n] += x[k] * gm_bf16_to_f32(W[(long)k * ldw + n]);
+}
+
+static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
+{
+    for (int r = 0; r < rows; r++) {
+        float s = 0.0f;
+        for (int k = 0; k < K; k++)
+            s += X[(long)r * ldx + k] * gm_bf16_to_f32(Wn[k]);
+        Y[(long)r * ldy] = s;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* the steps between them */
+
+static void finish_portable(float *y, const gm_bf16 *b, int n, int round)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = round1(b ? y[i] + gm_bf16_to_f32(b[i]) : y[i], round);
+}
+
+static void add_round_portable(float *x, const float *y, int n, int round)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = round1(x[i] + y[i], round);
+}
+
+static void norm_scale_portable(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
+}
+
+static void swiglu_portable(float *g, const float *u, int n, int round)
+{
+    for (int i = 0; i < n; i++)
+        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
+}
+
+/* ---------------------------------------------------------------------- */
+/* load time: conversions and transposes */
+
+void gm_convert_portable(gm_bf16 *dst, const void *source, size_t n, gm_src_type type)
+{
+    const uint8_t *src = source;
+    if (type == GM_SRC_BF16) {
+        memcpy(dst, src, n * 2);
+    } else if (type == GM_SRC_F16) {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = gm_f32_to_bf16(gm_f16_to_f32(h));
+        }
+    } else { /* GM_SRC_F32: round to nearest even */
+        for (size_t i = 0; i < n; i++) {
+            float f;
+            memcpy(&f, src + 4 * i, 4);
+            dst[i] = gm_f32_to_bf16(f);
+        }
+    }
+}
+
+#ifdef __SSE2__
+/* An 8 x 8 block of 16-bit values: rows of src (stride ls) to rows of dst (stride ld). */
+static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    __m128i a[8], b[8], c[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm_loadu_si128((const __m128i *)(const void *)(src + i * ls));
+    for (int i = 0; i < 4; i++) {
+        b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+        b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+    }
+    c[0] = _mm_unpacklo_epi32(b[0], b[2]), c[1] = _mm_unpackhi_epi32(b[0], b[2]);
+    c[2] = _mm_unpacklo_epi32(b[1], b[3]), c[3] = _mm_unpackhi_epi32(b[1], b[3]);
+    c[4] = _mm_unpacklo_epi32(b[4], b[6]), c[5] = _mm_unpackhi_epi32(b[4], b[6]);
+    c[6] = _mm_unpacklo_epi32(b[5], b[7]), c[7] = _mm_unpackhi_epi32(b[5], b[7]);
+    for (int i = 0; i < 4; i++) {
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i) * ld), _mm_unpacklo_epi64(c[i], c[i + 4]));
+        _mm_storeu_si128((__m128i *)(void *)(dst + (2 * i + 1) * ld), _mm_unpackhi_epi64(c[i], c[i + 4]));
+    }
+}
+
+/*
+** 32 rows x 8 columns of src into 8 destination runs of 32 values (64
+** bytes, one cache line when aligned): transposed in a small buffer, then
+** each run written whole, streamed past the cache when it is aligned.
+*/
+static inline void transpose32x8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    gm_bf16 tmp[8 * 32] __attribute__((aligned(64)));
+    for (int g = 0; g < 4; g++)
+        transpose8(tmp + 8 * g, 32, src + 8 * g * ls, ls);
+    const int aligned = (((uintptr_t)dst | ld * 2) % 16) == 0;
+    for (int i = 0; i < 8; i++) {
+        const __m128i *t = (const __m128i *)(const void *)(tmp + 32 * i);
+        __m128i *d = (__m128i *)(void *)(dst + i * ld);
+        if (aligned) {
+            _mm_stream_si128(d, t[0]), _mm_stream_si128(d + 1, t[1]);
+            _mm_stream_si128(d + 2, t[2]), _mm_stream_si128(d + 3, t[3]);
+        } else {
+            _mm_storeu_si128(d, t[0]), _mm_storeu_si128(d + 1, t[1]);
+            _mm_storeu_si128(d + 2, t[2]), _mm_storeu_si128(d + 3, t[3]);
+        }
+    }
+}
+#endif
+
+/*
+** Rows [0, n) of blk, columns [c0, c1), into dst (cols, rows), at columns
+** [r0, r0 + n). Columns outer, rows inner: the 8 destination rows of a
+** column group get their runs written in order, n * 2 bytes each, so that
+** memory sees a few long streams rather than scattered lines; the source
+** lines stay in L1 across the 4 column groups that share them.
+*/
+void gm_transpose_part_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0,
+                                size_t c0, size_t c1)
+{
+    size_t r = 0;
+#ifdef __SSE2__
+    const size_t n32 = n / 32 * 32, n8 = n / 8 * 8;
+    size_t c = c0;
+    for (; c + 8 <= c1; c += 8) {
+        size_t rr = 0;
+        for (; rr < n32; rr += 32)
+            transpose32x8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+        for (; rr < n8; rr += 8)
+            transpose8(dst + c * rows + r0 + rr, rows, blk + rr * cols + c, cols);
+    }
+    for (size_t rr = 0; rr < n8; rr++) /* columns left over past the last group of 8 */
+        for (size_t cc = c; cc < c1; cc++)
+            dst[cc * rows + r0 + rr] = blk[rr * cols + cc];
+    r = n8;
+    _mm_sfence();
+#endif
+    for (; r < n; r++) /* rows left over */
+        for (size_t cc = c0; cc < c1; cc++)
+            dst[cc * rows + r0 + r] = blk[r * cols + cc];
+}
+
+static void transpose_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
+{
+    gm_transpose_part_portable(dst, blk, n, rows, cols, r0, 0, cols);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,
+                         int round)
+{
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++)
+                s += X[(long)t * K + k] * gm_bf16_to_f32(W[(long)k * N + n]);
+            if (bias)
+                s += gm_bf16_to_f32(bias[n]);
+            Y[(long)t * N + n] = round1(s, round);
+        }
+}
+
+const gm_tier gm_tier_portable = {
+    .name = "portable",
+    .band = band_portable,
+    .gemv = gemv_portable,
+    .dot = dot_portable,
+    .dot_rows = NULL,
+    .finish = finish_portable,
+    .add_round = add_round_portable,
+    .norm_scale = norm_scale_portable,
+    .swiglu = swiglu_portable,
+    .transpose = transpose_portable,
+};

@@ -321,10 +321,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const gm_model_entry *e = NULL;
-    for (const gm_model_entry *x = gm_models; x->id; x++)
-        if (!strcmp(x->id, MODEL))
-            e = x;
+    const gm_model_entry *e = gm_registry_find(gm_models, MODEL);
     if (!e) {
         fprintf(stderr, "bench_runner: models/%s is not built in\n", MODEL);
         return 1;

@@ -34,7 +34,7 @@ extern const gm_embedded_file gm_prompts[]; /* prompts/base.txt, prompts/instruc
 #ifndef GM_PHASE0_MODELS
 #define GM_PHASE0_MODELS gm_models
 #endif
-extern const gm_model_entry GM_PHASE0_MODELS[]; /* the registry this program is linked with */
+extern const gm_model_entry *const GM_PHASE0_MODELS[]; /* the registry this program is linked with */
 
 #ifndef GM_PHASE0_MODELS_DIR
 #define GM_PHASE0_MODELS_DIR "models"
@@ -617,13 +617,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: expected a model id and --weights DIR; see phase0 --help\n");
         return EXIT_USAGE;
     }
-    for (const gm_model_entry *e = GM_PHASE0_MODELS; e->id && !r.e; e++)
-        if (strcmp(e->id, argv[optind]) == 0)
-            r.e = e;
-    if (!r.e) {
+    if (!(r.e = gm_registry_find(GM_PHASE0_MODELS, argv[optind]))) {
         fprintf(stderr, "phase0: no model '%s' is built in; scaffold it with gen-model, rebuild, and run again "
                 "(built in:", argv[optind]);
-        for (const gm_model_entry *e = GM_PHASE0_MODELS; e->id; e++)
+        GM_FOR_EACH_MODEL(e, GM_PHASE0_MODELS)
             fprintf(stderr, " %s", e->id);
         fprintf(stderr, ")\n");
         return EXIT_USAGE;

@@ -19,7 +19,7 @@
 #include "gm/rope.h"
 #include "util.h"
 
-/* The architecture named by a config.json, for the fields it implies. */
+/* The architecture named by a config.json: architectures[0]. */
 static char *architecture(const char *path)
 {
     char *text = tu_read(path, NULL);
@@ -38,10 +38,12 @@ static void assert_config_matches(const gm_model_entry *e, const char *config_pa
     gm_status st = {0};
     cr_assert_eq(gm_config_read(&want, config_path, &st), 0, "%s", st.msg);
     e->config(&got);
+    /* the flags come with the architecture: the entry's must be config.json's architecture's */
     char *arch = architecture(config_path);
-    want.qkv_bias = strcmp(arch, "Qwen2ForCausalLM") == 0;
-    want.qk_norm = strcmp(arch, "Qwen3ForCausalLM") == 0;
+    cr_expect_str_eq(e->arch, arch, "%s: generated for %s, config.json names %s", e->id, e->arch, arch);
     free(arch);
+    want.qkv_bias = e->qkv_bias;
+    want.qk_norm = e->qk_norm;
 #define SAME(f) cr_expect_eq(got.f, want.f, "%s: %s is %g, config.json says %g", e->id, #f, (double)got.f, (double)want.f)
     SAME(n_layers); SAME(emb_dim); SAME(n_heads); SAME(n_kv_heads); SAME(head_dim); SAME(hidden_dim);
     SAME(vocab_size); SAME(rope_base); SAME(tie_word_embeddings); SAME(rms_norm_eps);
@@ -59,7 +61,7 @@ Test(models, every_in_scope_hub_repo_is_checked_in)
     const char *ids[] = {"llama_3_2_1b", "meta_llama_3_8b", "mistral_7b_v0_3", "qwen2_0_5b", "qwen2_1_5b", "qwen3_0_6b"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
         int found = 0;
-        for (const gm_model_entry *e = gm_models; e->id; e++)
+        GM_FOR_EACH_MODEL(e, gm_models)
             found |= strcmp(e->id, ids[i]) == 0;
         cr_expect(found, "models/%s is not built", ids[i]);
     }
@@ -67,7 +69,7 @@ Test(models, every_in_scope_hub_repo_is_checked_in)
 
 Test(models, checked_in_config_equals_config_json)
 {
-    for (const gm_model_entry *e = gm_models; e->id; e++) {
+    GM_FOR_EACH_MODEL(e, gm_models) {
         char path[4096];
         snprintf(path, sizeof path, "%s/models/%s/snapshot/config.json", GM_SOURCE_DIR, e->id);
         assert_config_matches(e, path);
@@ -79,7 +81,7 @@ Test(models, checked_in_config_equals_config_json)
 
 Test(models, golden_config_equals_config_json)
 {
-    for (const gm_model_entry *e = gm_golden_models; e->id; e++) {
+    GM_FOR_EACH_MODEL(e, gm_golden_models) {
         char path[4096];
         snprintf(path, sizeof path, "%s/golden/%s/config.json", GM_SHARED_DIR, e->id);
         assert_config_matches(e, path);
@@ -189,14 +191,16 @@ static void assert_loads_bit_exact(const gm_model_entry *e)
 Test(models, golden_loader_returns_every_tensor_bit_exact_and_transposed)
 {
     int n = 0;
-    for (const gm_model_entry *e = gm_golden_models; e->id; e++, n++)
+    GM_FOR_EACH_MODEL(e, gm_golden_models) {
         assert_loads_bit_exact(e);
+        n++;
+    }
     cr_assert_eq(n, 7, "expected the 7 golden models, found %d", n);
 }
 
 Test(models, golden_loader_reports_a_wrong_folder)
 {
-    const gm_model_entry *e = gm_golden_models;
+    const gm_model_entry *e = gm_golden_models[0];
     void *w = calloc(1, e->weights_size);
     gm_status st = {0};
     cr_assert_neq(e->load(w, "/nonexistent-folder", &st), 0);
@@ -249,7 +253,7 @@ static void assert_rope_matches_hf(const gm_model_entry *e)
 Test(models, rope_table_equals_hf_rounded_to_bf16_with_and_without_llama3_scaling)
 {
     int scaled = 0;
-    for (const gm_model_entry *e = gm_golden_models; e->id; e++) {
+    GM_FOR_EACH_MODEL(e, gm_golden_models) {
         gm_config cfg;
         e->config(&cfg);
         scaled += cfg.rope_scaling.type == GM_ROPE_LLAMA3;

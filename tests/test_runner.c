@@ -223,7 +223,8 @@ static void check_decode(loaded *ld, const char *input)
 static void each_golden(void (*check)(loaded *, const char *))
 {
     int models = 0;
-    for (const gm_model_entry *e = gm_golden_models; e->id; e++, models++) {
+    GM_FOR_EACH_MODEL(e, gm_golden_models) {
+        models++;
         loaded ld;
         load(&ld, e);
         char inputs[4][16];

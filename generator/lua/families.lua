@@ -3,11 +3,28 @@
 -- For each in-scope HF architecture string: the tensors it must have (HF
 -- name with {L} for the layer index, the C field it fills, its shape in HF
 -- order as expressions over Config, and flags), the HF tensors it may carry
--- and nothing consumes, Config facts the architecture implies, and the
--- configurations of it that are refused. `out_of_scope` lists what is
--- refused whatever the architecture claims; it is checked first, so a model
--- is refused for what it is (MoE, MLA, ...) rather than for its name.
--- A new in-scope family is a new entry here, not new C.
+-- and nothing consumes, the Config fields the architecture implies (they are
+-- not in config.json), what its port needs before the NPU flow starts (the
+-- TODO.md prerequisites), and the configurations of it that are refused.
+-- `out_of_scope` lists what is refused whatever the architecture claims; it
+-- is checked first, so a model is refused for what it is (MoE, MLA, ...)
+-- rather than for its name.
+--
+-- A new in-scope family is a new entry here, not new C, as long as its
+-- layers are made of what the runner already computes: RMSNorm, q/k/v/o
+-- projections with optional q/k/v biases and per-head q/k norms, RoPE
+-- (default or llama3 scaling), causal GQA attention, a SwiGLU MLP. Its
+-- tensors map onto the fields of rt_layer / rt_model (runtime/runner/include/
+-- gm/runner.h), by field name; the generated loader, registry entry and
+-- TODO.md follow from this table. What still needs C:
+--   * a tensor with no rt_layer field (a post-attention norm, a bias on o or
+--     the MLP): a field in rt_layer and the step in runtime/runner/runner.c;
+--   * an operation the runner lacks (sliding-window masks, another
+--     activation, a new RoPE scaling type): the runner, and, for RoPE,
+--     runtime/model/rope.c and both config readers (config.lua here, and
+--     runtime/model/config.c, which gate 3 checks against);
+--   * a new implied Config field (M.implied): a field of gm_config
+--     (runtime/model/include/gm/config.h) and of gm_model_entry.
 
 local json = require("gm.json")
 
@@ -28,13 +45,18 @@ local json = require("gm.json")
 ---@field globals gm.TensorSpec[]
 ---@field layer gm.TensorSpec[]
 ---@field ignore string[]    HF tensors that may be present and are consumed on purpose
----@field implies table<string, any>   Config fields set by the architecture
+---@field implies table<string, any>   Config fields set by the architecture (every name of M.implied)
+---@field prerequisites string[]   TODO.md lines: what the port needs beyond the common flow; {field} is a Config value
 ---@field reject gm.Rule[]
 
 local function set(v) return v ~= nil and v ~= json.null end
 local function positive(key) return function(c) return math.type(c[key]) and c[key] > 0 end end
 
 local M = {}
+
+-- The Config fields an architecture implies, in the order of the generated
+-- <id>_Config (and of gm_config and gm_model_entry, which carry them too).
+M.implied = { "qkv_bias", "qk_norm" }
 
 ---@type gm.Rule[]
 M.out_of_scope = {
@@ -111,15 +133,16 @@ local llama = {
   -- old checkpoints saved the RoPE buffer; it is recomputed from Config
   ignore = { "model.layers.{L}.self_attn.rotary_emb.inv_freq" },
   implies = { qkv_bias = false, qk_norm = false },
+  prerequisites = {},
   reject = { attention_bias, mlp_bias, not_silu, window_always },
 }
 
 -- A family that is Llama plus `delta`: extra layer tensors (each placed
--- after the field its `after` names), implied fields,
+-- after the field its `after` names), implied fields, prerequisites,
 -- and its own rejections in place of Llama's where given.
 local function extends(base, delta)
   local f = { globals = base.globals, ignore = base.ignore, layer = {}, implies = {},
-    reject = delta.reject or base.reject }
+    prerequisites = delta.prerequisites or base.prerequisites, reject = delta.reject or base.reject }
   for _, t in ipairs(base.layer) do
     f.layer[#f.layer + 1] = t
     for _, a in ipairs(delta.layer_add or {}) do
@@ -145,6 +168,11 @@ M.by_arch = {
         { after = "wv" }),
     },
     implies = { qkv_bias = true },
+    prerequisites = {
+      "Phase 2: the NPU kernels have no bias, so the q/k/v biases (`bq`, `bk`, `bv`) are added on the\n"
+        .. "  host around the bias-free kernels, before RoPE, using RoPE(q + bq) = RoPE(q) + RoPE(bq)\n"
+        .. "  (and likewise for k); v's bias is added to the value projection's output.",
+    },
     reject = { not_silu, window_if_used }, -- Qwen2's bias is implied, not configured
   }),
   Qwen3ForCausalLM = extends(llama, {
@@ -155,6 +183,10 @@ M.by_arch = {
         "per-head RMSNorm on k, before RoPE", { after = "wv" }),
     },
     implies = { qk_norm = true },
+    prerequisites = {
+      "Phase 2: `q_norm` and `k_norm` are RMSNorms over each head (head_dim {head_dim}) applied to q and k\n"
+        .. "  after the projection and before RoPE.",
+    },
     reject = { attention_bias, mlp_bias, not_silu, window_if_used },
   }),
 }

@@ -254,7 +254,7 @@ local function config_fields(cfg)
         #ids > 0 and table.concat(ids, ", ") or "none")
     end
   end
-  for _, k in ipairs({ "qkv_bias", "qk_norm" }) do
+  for _, k in ipairs(families.implied) do
     add("bool " .. k .. ";", tostring(cfg[k]), "implied by the architecture")
   end
   return out
@@ -287,6 +287,17 @@ local function tensor_view(spec, cfg)
   }
 end
 
+-- A family's TODO.md prerequisites, each {field} replaced by that Config value.
+local function prerequisites(family, cfg)
+  local out = {}
+  for i, p in ipairs(family.prerequisites) do
+    out[i] = p:gsub("{([%w_]+)}", function(k)
+      return tostring(cfg[k] or error("families.lua: prerequisite names unknown Config field '" .. k .. "'"))
+    end)
+  end
+  return out
+end
+
 -- ---------------------------------------------------------------------------
 
 -- The checks config.json alone decides: scope, then the Config. Run before
@@ -295,7 +306,10 @@ function M.check_config(snap)
   local cfg_json = decode(snap.config, "config.json")
   local arch, family = gate(cfg_json, snap.repo)
   local cfg = config.extract(cfg_json, "config.json", snap.repo)
-  for k, v in pairs(family.implies) do cfg[k] = v end
+  for _, k in ipairs(families.implied) do
+    cfg[k] = family.implies[k]
+    assert(type(cfg[k]) == "boolean", "families.lua: " .. arch .. " does not say whether it implies " .. k)
+  end
   cfg._source = snap.repo
   return arch, family, cfg
 end
@@ -313,7 +327,8 @@ function M.generate(snap, templates)
     id = id, ID = id:upper(), repo = repo, commit = snap.commit, abi = RUNTIME_ABI,
     repo_comment = c_comment(repo), commit_comment = c_comment(snap.commit or "(no commit: local folder)"),
     repo_c = c_str(repo), commit_c = c_str(snap.commit or ""),
-    arch = arch, cfg = cfg, fields = config_fields(cfg),
+    arch = arch, arch_c = c_str(arch), cfg = cfg, fields = config_fields(cfg), implied = families.implied,
+    prerequisites = prerequisites(family, cfg),
     globals = {}, layer = {}, tied = cfg.tie_word_embeddings,
     rms_norm_eps = c_double(cfg.rms_norm_eps),
     tensor_count = 0,
@@ -331,6 +346,7 @@ function M.generate(snap, templates)
     { path = id .. "_weights.c", template = "weights.c" },
     { path = id .. "_cpu_helpers.h", template = "cpu_helpers.h" },
     { path = id .. "_cpu_helpers.c", template = "cpu_helpers.c" },
+    { path = id .. "_registry.c", template = "registry.c" },
     { path = "TODO.md", template = "TODO.md", keep = true },
     { path = "docs/development_progress/progress.md", template = "progress.md", keep = true },
   }

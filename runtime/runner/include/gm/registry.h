@@ -1,12 +1,16 @@
 /*
-** The models linked into a program: CMake writes one table per model library
-** (every folder under models/, or the goldens built for the tests), so a
-** program finds a model by id without knowing any model's types.
+** The models linked into a program. Each generated model has an entry
+** (models/<id>/<id>_registry.c, from templates/registry.c.tmpl) that puts
+** its functions behind signatures naming none of its types; a model library
+** (cmake/models.cmake) lists its entries in one NULL-terminated table, so
+** that a program finds a model by id without knowing any model's types.
 */
 #ifndef GM_REGISTRY_H
 #define GM_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "gm/bf16.h"
 #include "gm/config.h"
@@ -18,6 +22,8 @@ typedef struct gm_model_entry {
     const char *id;      /* "qwen2_1_5b" */
     const char *repo;    /* "Qwen/Qwen2-1.5B" */
     const char *commit;  /* "" when generated from a folder without one */
+    const char *arch;    /* the architecture it was generated for: config.json's architectures[0] */
+    bool qkv_bias, qk_norm; /* what that architecture implies (generator/lua/families.lua), not config.json */
     void (*config)(gm_config *out); /* <id>_config_default(), exported */
     size_t weights_size;            /* sizeof(<id>_Weights) */
     int (*load)(void *w, const char *dir, gm_status *st);  /* <id>_weights_load */
@@ -28,8 +34,21 @@ typedef struct gm_model_entry {
     void (*view)(const void *w, rt_layer *layers, rt_model *m);     /* <id>_runner_view */
 } gm_model_entry;
 
-/* Each table ends with an entry whose id is NULL. */
-extern const gm_model_entry gm_models[];        /* models/ */
-extern const gm_model_entry gm_golden_models[]; /* ../shared/golden, for tests */
+/* The tables of the model libraries: each ends with NULL. */
+extern const gm_model_entry *const gm_models[];        /* models/ */
+extern const gm_model_entry *const gm_golden_models[]; /* ../shared/golden, for tests */
+
+/* for each entry e of table: GM_FOR_EACH_MODEL(e, gm_models) { ... } */
+#define GM_FOR_EACH_MODEL(e, table) \
+    for (const gm_model_entry *const *e##_at = (table), *e; (e = *e##_at) != NULL; e##_at++)
+
+/* The entry with this id in table, or NULL. */
+static inline const gm_model_entry *gm_registry_find(const gm_model_entry *const *table, const char *id)
+{
+    for (; *table; table++)
+        if (strcmp((*table)->id, id) == 0)
+            return *table;
+    return NULL;
+}
 
 #endif

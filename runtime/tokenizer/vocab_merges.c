@@ -1,19 +1,22 @@
 /*
-** A small validating JSON scanner for the two big arrays of tokenizer.json.
+** Readers for the two big arrays of tokenizer.json on the validating
+** scanner of gm/json.h.
 **
 ** model.vocab (150k entries) and model.merges (up to 280k pairs) are most of
 ** an 11-17 MB file; building a cJSON tree for them costs ~100 ms, so they are
 ** read here straight into the tokenizer's arena and hash maps. Everything else
-** in the file is small and goes through cJSON. The scanner follows RFC 8259:
-** strings must be valid (no raw control bytes, known escapes, paired
+** in the file is small and goes through cJSON in load.c. The scanner follows
+** RFC 8259: strings must be valid (no raw control bytes, known escapes, paired
 ** surrogates), numbers well-formed, and nesting at most 256 deep.
 */
-#include "tokenizer_internal.h"
+#include "vocab_merges.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gm/json.h"
 
 /* ------------------------------------------------------------- model.vocab */
 
@@ -35,17 +38,15 @@ static uint32_t parse_index(const char *p, const char *end, const char **after, 
     return (uint32_t)v;
 }
 
-static int fail_at(gm_tokenizer *t, const char *where, const char *base, const char *p, const char *err,
+static int fail_at(const char *path, const char *where, const char *base, const char *p, const char *err,
                    gm_status *st)
 {
-    return gm_fail(st, GM_EFORMAT, "%s: %s: %s at byte %zu", t->path, where, err, (size_t)(p - base));
+    return gm_fail(st, GM_EFORMAT, "%s: %s: %s at byte %zu", path, where, err, (size_t)(p - base));
 }
 
-/*
-** Parse the object at p into t->vocab (keys into the arena); *after is set
-** past it. Entries are collected first so the map is sized once, exactly.
-*/
-int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st)
+/* Entries are collected first so the map is sized once, exactly. */
+int tk_read_vocab(const char *path, const char *p, const char *end, const char **after, gm_buf *arena,
+                  tk_str_map *vocab, int32_t *n_ids, gm_status *st)
 {
     const char *base = p, *err = NULL;
     uint32_t *e = NULL; /* (off, len, id) triples */
@@ -54,7 +55,7 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
 
     p = gm_json_ws(p, end);
     if (p >= end || *p != '{') {
-        rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
+        rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
         goto out;
     }
     p = gm_json_ws(p + 1, end);
@@ -63,43 +64,44 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
         goto build;
     }
     for (;;) {
-        size_t off = t->arena.n;
+        size_t off = arena->n;
         uint32_t id;
-        if (gm_json_string(p, end, &t->arena, &p, &err) != 0) {
-            rc = fail_at(t, "model.vocab", base, p, err, st);
+        if (gm_json_string(p, end, arena, &p, &err) != 0) {
+            rc = fail_at(path, "model.vocab", base, p, err, st);
             goto out;
         }
         p = gm_json_ws(p, end);
         if (p >= end || *p != ':') {
-            rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ':'", st);
+            rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected ':'", st);
             goto out;
         }
         p = gm_json_ws(p + 1, end);
         id = parse_index(p, end, &p, &ok);
         if (!ok) {
-            rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id", st);
+            rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id",
+                         st);
             goto out;
         }
-        if (t->arena.n > UINT32_MAX / 2) {
-            rc = gm_fail(st, GM_EFORMAT, "%s: model.vocab: too large", t->path);
+        if (arena->n > UINT32_MAX / 2) {
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.vocab: too large", path);
             goto out;
         }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 1024;
             uint32_t *ne = realloc(e, nc * 3 * sizeof *ne);
             if (ne == NULL) {
-                rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+                rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", path);
                 goto out;
             }
             e = ne;
             cap = nc;
         }
         e[3 * n] = (uint32_t)off;
-        e[3 * n + 1] = (uint32_t)(t->arena.n - off);
+        e[3 * n + 1] = (uint32_t)(arena->n - off);
         e[3 * n + 2] = id;
         n++;
-        if ((int32_t)id + 1 > t->n_ids)
-            t->n_ids = (int32_t)id + 1;
+        if ((int32_t)id + 1 > *n_ids)
+            *n_ids = (int32_t)id + 1;
         p = gm_json_ws(p, end);
         if (p < end && *p == ',') {
             p = gm_json_ws(p + 1, end);
@@ -109,18 +111,18 @@ int tk_load_vocab(gm_tokenizer *t, const char *p, const char *end, const char **
             p++;
             break;
         }
-        rc = fail_at(t, "model.vocab", base, p, p >= end ? "truncated" : "expected ',' or '}'", st);
+        rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected ',' or '}'", st);
         goto out;
     }
 build:
-    if (tk_str_map_init(&t->vocab, n) != 0) {
-        rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+    if (tk_str_map_init(vocab, n) != 0) {
+        rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", path);
         goto out;
     }
     // a duplicate key overwrites the earlier entry (the last one wins, as in a HashMap)
     for (size_t i = 0; i < n; i++)
-        if (tk_str_map_put(&t->vocab, t->arena.p, e[3 * i], e[3 * i + 1], (int32_t)e[3 * i + 2]) != 0) {
-            rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", t->path);
+        if (tk_str_map_put(vocab, arena->p, e[3 * i], e[3 * i + 1], (int32_t)e[3 * i + 2]) != 0) {
+            rc = gm_fail(st, GM_ENOMEM, "%s: model.vocab: out of memory", path);
             goto out;
         }
     *after = p;
@@ -145,7 +147,8 @@ typedef struct merge_list {
 } merge_list;
 
 typedef struct resolve_job {
-    const gm_tokenizer *t;
+    const tk_str_map *vocab;
+    const char *arena;
     const merge_list *m;
     size_t from, to;
     size_t bad;      /* first failing index, or SIZE_MAX */
@@ -155,7 +158,8 @@ typedef struct resolve_job {
 static void *resolve(void *arg)
 {
     resolve_job *j = arg;
-    const gm_tokenizer *t = j->t;
+    const tk_str_map *vocab = j->vocab;
+    const char *arena = j->arena;
     const merge_list *m = j->m;
 
     j->bad = SIZE_MAX;
@@ -163,9 +167,9 @@ static void *resolve(void *arg)
         const char *s = m->text.p + m->e[3 * i];
         size_t split = m->e[3 * i + 1], len = m->e[3 * i + 2];
         int32_t *ids = m->ids + 3 * i;
-        ids[0] = tk_str_map_get(&t->vocab, t->arena.p, s, split);
-        ids[1] = tk_str_map_get(&t->vocab, t->arena.p, s + split, len - split);
-        ids[2] = tk_str_map_get(&t->vocab, t->arena.p, s, len);
+        ids[0] = tk_str_map_get(vocab, arena, s, split);
+        ids[1] = tk_str_map_get(vocab, arena, s + split, len - split);
+        ids[2] = tk_str_map_get(vocab, arena, s, len);
         if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
             j->bad = i;
             j->bad_part = ids[0] < 0 ? 0 : ids[1] < 0 ? 1 : 2;
@@ -192,15 +196,16 @@ static int list_add(merge_list *m, size_t off, size_t split, size_t len)
     return 0;
 }
 
-static int resolve_all(gm_tokenizer *t, merge_list *m, gm_status *st)
+static int resolve_all(const char *path, const tk_str_map *vocab, const char *arena, merge_list *m,
+                       tk_pair_map *merges, gm_status *st)
 {
-    resolve_job j[2] = {{t, m, 0, m->n / 2, 0, 0}, {t, m, m->n / 2, m->n, 0, 0}};
+    resolve_job j[2] = {{vocab, arena, m, 0, m->n / 2, 0, 0}, {vocab, arena, m, m->n / 2, m->n, 0, 0}};
     pthread_t tid;
     int threaded;
 
     m->ids = malloc((m->n ? m->n : 1) * 3 * sizeof *m->ids);
     if (m->ids == NULL)
-        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", path);
     threaded = m->n >= 4096 && pthread_create(&tid, NULL, resolve, &j[1]) == 0;
     resolve(&j[0]);
     if (threaded)
@@ -214,18 +219,19 @@ static int resolve_all(gm_tokenizer *t, merge_list *m, gm_status *st)
             size_t split = m->e[3 * i + 1], len = m->e[3 * i + 2];
             const char *tok = j[k].bad_part == 1 ? s + split : s;
             size_t tlen = j[k].bad_part == 0 ? split : j[k].bad_part == 1 ? len - split : len;
-            return gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: token '%.*s' is not in model.vocab", t->path, i,
+            return gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: token '%.*s' is not in model.vocab", path, i,
                            (int)(tlen > 64 ? 64 : tlen), tok);
         }
-    if (tk_pair_map_init(&t->merges, m->n) != 0)
-        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+    if (tk_pair_map_init(merges, m->n) != 0)
+        return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", path);
     for (size_t i = 0; i < m->n; i++)
-        if (tk_pair_map_put(&t->merges, m->ids[3 * i], m->ids[3 * i + 1], (uint32_t)i, m->ids[3 * i + 2]) != 0)
-            return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+        if (tk_pair_map_put(merges, m->ids[3 * i], m->ids[3 * i + 1], (uint32_t)i, m->ids[3 * i + 2]) != 0)
+            return gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", path);
     return 0;
 }
 
-int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char **after, gm_status *st)
+int tk_read_merges(const char *path, const char *p, const char *end, const char **after, const tk_str_map *vocab,
+                   const char *arena, tk_pair_map *merges, gm_status *st)
 {
     const char *base = p, *err = NULL;
     merge_list m = {0};
@@ -235,7 +241,7 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
 
     p = gm_json_ws(p, end);
     if (p >= end || *p != '[') {
-        rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected an array", st);
+        rc = fail_at(path, "model.merges", base, p, p >= end ? "truncated" : "expected an array", st);
         goto out;
     }
     p = gm_json_ws(p + 1, end);
@@ -248,7 +254,7 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
         if (p < end && *p == '"') {
             // "a b": no vocab entry holds a space, so the one space splits it exactly
             if (gm_json_string(p, end, tmp, &p, &err) != 0) {
-                rc = fail_at(t, "model.merges", base, p, err, st);
+                rc = fail_at(path, "model.merges", base, p, err, st);
                 goto out;
             }
             size_t qn = tmp->n - start;
@@ -256,7 +262,7 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
             char *sp = qn ? memchr(q, ' ', qn) : NULL;
             if (sp == NULL || memchr(sp + 1, ' ', qn - (size_t)(sp + 1 - q)) != NULL) {
                 rc = gm_fail(st, GM_EFORMAT, "%s: model.merges[%zu]: expected \"left right\" with one space, found '%.*s'",
-                             t->path, index, (int)(qn > 64 ? 64 : qn), q);
+                             path, index, (int)(qn > 64 ? 64 : qn), q);
                 goto out;
             }
             split = (size_t)(sp - q);
@@ -265,36 +271,39 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
         } else if (p < end && *p == '[') {
             p = gm_json_ws(p + 1, end);
             if (gm_json_string(p, end, tmp, &p, &err) != 0) {
-                rc = fail_at(t, "model.merges", base, p, err, st);
+                rc = fail_at(path, "model.merges", base, p, err, st);
                 goto out;
             }
             split = tmp->n - start;
             p = gm_json_ws(p, end);
             if (p >= end || *p != ',') {
-                rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
+                rc = fail_at(path, "model.merges", base, p,
+                             p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
                 goto out;
             }
             p = gm_json_ws(p + 1, end);
             if (gm_json_string(p, end, tmp, &p, &err) != 0) {
-                rc = fail_at(t, "model.merges", base, p, err, st);
+                rc = fail_at(path, "model.merges", base, p, err, st);
                 goto out;
             }
             p = gm_json_ws(p, end);
             if (p >= end || *p != ']') {
-                rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
+                rc = fail_at(path, "model.merges", base, p,
+                             p >= end ? "truncated" : "expected a pair [\"left\", \"right\"]", st);
                 goto out;
             }
             p++;
         } else {
-            rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected \"a b\" or [\"a\", \"b\"]", st);
+            rc = fail_at(path, "model.merges", base, p, p >= end ? "truncated" : "expected \"a b\" or [\"a\", \"b\"]",
+                         st);
             goto out;
         }
         if (index >= UINT32_MAX - 1 || tmp->n > UINT32_MAX / 2) {
-            rc = gm_fail(st, GM_EFORMAT, "%s: model.merges: too large", t->path);
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.merges: too large", path);
             goto out;
         }
         if (list_add(&m, start, split, tmp->n - start) != 0) {
-            rc = gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", t->path);
+            rc = gm_fail(st, GM_ENOMEM, "%s: model.merges: out of memory", path);
             goto out;
         }
         p = gm_json_ws(p, end);
@@ -306,11 +315,11 @@ int tk_load_merges(gm_tokenizer *t, const char *p, const char *end, const char *
             p++;
             break;
         }
-        rc = fail_at(t, "model.merges", base, p, p >= end ? "truncated" : "expected ',' or ']'", st);
+        rc = fail_at(path, "model.merges", base, p, p >= end ? "truncated" : "expected ',' or ']'", st);
         goto out;
     }
 done:
-    if ((rc = resolve_all(t, &m, st)) != 0)
+    if ((rc = resolve_all(path, vocab, arena, &m, merges, st)) != 0)
         goto out;
     *after = p;
 out:

@@ -3,16 +3,28 @@
 ** pre-tokenizer, post-processor and decoder, plus tokenizer_config.json's
 ** bos/eos names when the file sits beside it. Everything the pipeline does
 ** not implement is refused at load time with GM_EUNSUPPORTED, so a tokenizer
-** that loads encodes as the reference does.
+** that loads encodes as the reference does. Also gm_tokenizer_free and the
+** public getters, which read the tables built here.
+**
+** The top level and "model" are scanned with gm/json.h so that the two big
+** arrays go to vocab_merges.c without a tree; every other section is small
+** and read with cJSON.
 */
-#include "tokenizer_internal.h"
+#include "tokenizer_types.h"
 
-#include "gm/io.h"
-
-#include <errno.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "bpe.h"
+#include "gm/io.h"
+#include "gm/json.h"
+#include "maps.h"
+#include "normalize.h"
+#include "pretokenize.h"
+#include "unicode.h"
+#include "vocab_merges.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -232,7 +244,7 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
                            t->path, where);
         p.kind = TK_PRE_BYTE_LEVEL;
         p.behavior = TK_SPLIT_ISOLATED;
-        t->byte_level = 1;
+        t->bpe.byte_level = 1;
         if (use_regex) {
             *mt_ok = 0;
             if (tk_regex_compile(&p.regex, gpt2_pattern, strlen(gpt2_pattern), t->path, where, st) != 0)
@@ -606,7 +618,7 @@ static int build_matcher(gm_tokenizer *t, tk_matcher *m, int norm, gm_status *st
             continue;
         if (norm) {
             // the reference matches normalized tokens by their normalized content
-            if (tk_normalize(t, t->arena.p + a->off, a->len, &nb) != 0) {
+            if (tk_normalize(t->norm, t->n_norm, t->arena.p + a->off, a->len, &nb) != 0) {
                 free(nb.p);
                 return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
             }
@@ -758,9 +770,9 @@ static int model_hook(gm_tokenizer *t, size_t k, const char *base, const char *v
         return rc != 0 ? -1 : 0; // the value is checked again, and skipped, by the caller
     }
     if (k == M_VOCAB)
-        return tk_load_vocab(t, vs, end, after, st) != 0 ? -1 : 1;
-    if (k == M_MERGES && t->vocab.slots != NULL)
-        return tk_load_merges(t, vs, end, after, st) != 0 ? -1 : 1;
+        return tk_read_vocab(t->path, vs, end, after, &t->arena, &t->bpe.vocab, &t->n_ids, st) != 0 ? -1 : 1;
+    if (k == M_MERGES && t->bpe.vocab.slots != NULL)
+        return tk_read_merges(t->path, vs, end, after, &t->bpe.vocab, t->arena.p, &t->bpe.merges, st) != 0 ? -1 : 1;
     return 0;
 }
 
@@ -810,26 +822,28 @@ static int load_model(gm_tokenizer *t, const char *base, const char *p, const ch
             v = cJSON_IsTrue(small[k]);
         }
         if (k == M_FUSE)
-            t->fuse_unk = v;
+            t->bpe.fuse_unk = v;
         else if (k == M_FALLBACK)
-            t->byte_fallback = v;
+            t->bpe.byte_fallback = v;
         else
-            t->ignore_merges = v;
+            t->bpe.ignore_merges = v;
     }
-    if (t->merges.slots == NULL) {
+    if (t->bpe.merges.slots == NULL) {
         // merges came before vocab in the file
         const char *a;
-        if ((rc = tk_load_merges(t, s[M_MERGES].p, s[M_MERGES].end, &a, st)) != 0)
+        if ((rc = tk_read_merges(t->path, s[M_MERGES].p, s[M_MERGES].end, &a, &t->bpe.vocab, t->arena.p,
+                                 &t->bpe.merges, st)) != 0)
             goto out;
     }
-    t->unk_id = -1;
+    t->bpe.unk_id = -1;
     if (small[M_UNK] != NULL && !cJSON_IsNull(small[M_UNK])) {
         if (!cJSON_IsString(small[M_UNK])) {
             rc = gm_fail(st, GM_EFORMAT, "%s: model.unk_token: expected a string", t->path);
             goto out;
         }
-        t->unk_id = tk_str_map_get(&t->vocab, t->arena.p, small[M_UNK]->valuestring, strlen(small[M_UNK]->valuestring));
-        if (t->unk_id < 0) {
+        const char *unk = small[M_UNK]->valuestring;
+        t->bpe.unk_id = tk_str_map_get(&t->bpe.vocab, t->arena.p, unk, strlen(unk));
+        if (t->bpe.unk_id < 0) {
             rc = gm_fail(st, GM_EFORMAT, "%s: model.unk_token: '%s' is not in model.vocab", t->path,
                          small[M_UNK]->valuestring);
             goto out;
@@ -838,7 +852,7 @@ static int load_model(gm_tokenizer *t, const char *base, const char *p, const ch
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
-        t->fallback_ids[b] = t->byte_fallback ? tk_str_map_get(&t->vocab, t->arena.p, name, 6) : -1;
+        t->bpe.fallback_ids[b] = t->bpe.byte_fallback ? tk_str_map_get(&t->bpe.vocab, t->arena.p, name, 6) : -1;
     }
 out:
     for (int k = 0; k < M_NKEYS; k++)
@@ -923,7 +937,7 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
         free(t);
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
     }
-    t->unk_id = t->eos_id = t->bos_id = -1;
+    t->bpe.unk_id = t->eos_id = t->bos_id = -1;
     if ((rc = gm_read_file(path, TK_MAX_FILE, &buf, &len, st)) != 0)
         goto out;
     const char *after = NULL;
@@ -959,8 +973,8 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
     }
     for (int32_t i = 0; i < t->n_ids; i++)
         t->id_off[i] = UINT32_MAX;
-    for (size_t i = 0; i < t->vocab.cap; i++) {
-        const tk_str_slot *e = &t->vocab.slots[i];
+    for (size_t i = 0; i < t->bpe.vocab.cap; i++) {
+        const tk_str_slot *e = &t->bpe.vocab.slots[i];
         if (e->len != UINT32_MAX) {
             t->id_off[e->id] = e->off;
             t->id_len[e->id] = e->len;
@@ -979,22 +993,14 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
         goto out;
     for (int b = 0; b < 256; b++) {
         char u[2];
-        uint16_t cp = tk_byte_to_cp[b];
-        size_t n = 1;
-        if (cp < 0x80)
-            u[0] = (char)cp;
-        else {
-            u[0] = (char)(0xC0 | (cp >> 6));
-            u[1] = (char)(0x80 | (cp & 0x3F));
-            n = 2;
-        }
-        t->byte_ids[b] = tk_str_map_get(&t->vocab, t->arena.p, u, n);
+        size_t n = tk_byte_char((unsigned char)b, u);
+        t->bpe.byte_ids[b] = tk_str_map_get(&t->bpe.vocab, t->arena.p, u, n);
     }
     if ((rc = build_matcher(t, &t->match_raw, 0, st)) != 0 || (rc = build_matcher(t, &t->match_norm, 1, st)) != 0)
         goto out;
     // encode_mt's cut is safe for the known Split regexes when no added token
     // spans a newline and the normalizer is a Unicode form (or none)
-    t->mt_safe = mt_ok && t->byte_level && t->n_pre > 0;
+    t->mt_safe = mt_ok && t->bpe.byte_level && t->n_pre > 0;
     for (size_t i = 0; i < t->n_norm; i++)
         if (t->norm[i].kind == TK_NORM_PREPEND || t->norm[i].kind == TK_NORM_REPLACE)
             t->mt_safe = 0;
@@ -1038,9 +1044,9 @@ void gm_tokenizer_free(gm_tokenizer *t)
     free(t->added);
     free(t->match_raw.order);
     free(t->match_norm.order);
-    tk_str_map_free(&t->vocab);
+    tk_str_map_free(&t->bpe.vocab);
     tk_str_map_free(&t->added_map);
-    tk_pair_map_free(&t->merges);
+    tk_pair_map_free(&t->bpe.merges);
     free(t->id_off);
     free(t->id_len);
     free(t->id_flags);
@@ -1057,8 +1063,8 @@ void gm_tokenizer_set_reference_quirks(gm_tokenizer *t, int on)
 size_t gm_tokenizer_memory(const gm_tokenizer *t)
 {
     size_t n = sizeof *t + t->arena.cap + (size_t)t->n_ids * (2 * sizeof(uint32_t) + 1);
-    n += t->vocab.cap * sizeof(tk_str_slot) + t->added_map.cap * sizeof(tk_str_slot);
-    n += t->merges.cap * sizeof(tk_pair_slot) + t->n_added * (sizeof(tk_added) + 2 * sizeof(uint32_t));
+    n += t->bpe.vocab.cap * sizeof(tk_str_slot) + t->added_map.cap * sizeof(tk_str_slot);
+    n += t->bpe.merges.cap * sizeof(tk_pair_slot) + t->n_added * (sizeof(tk_added) + 2 * sizeof(uint32_t));
     return n;
 }
 
@@ -1081,7 +1087,7 @@ int32_t gm_tokenizer_token_id(const gm_tokenizer *t, const char *token)
 {
     size_t n = strlen(token);
     int32_t id = tk_str_map_get(&t->added_map, t->arena.p, token, n);
-    return id >= 0 ? id : tk_str_map_get(&t->vocab, t->arena.p, token, n);
+    return id >= 0 ? id : tk_str_map_get(&t->bpe.vocab, t->arena.p, token, n);
 }
 
 const char *gm_tokenizer_token(const gm_tokenizer *t, int32_t id, size_t *len)

@@ -1,5 +1,5 @@
 /*
-** Buffers, hash maps and the BPE model.
+** The BPE model on one pre-token.
 **
 ** BPE follows the reference's rules exactly: a word starts as one symbol per
 ** character (per byte for byte-level vocabularies), a character missing from
@@ -9,225 +9,14 @@
 ** first on ties, until no pair has a merge. With ignore_merges a word that
 ** is itself a vocab entry is that one token.
 */
-#include "tokenizer_internal.h"
+#include "bpe.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ buffers */
-
-static int ids_reserve(tk_ids *v, size_t extra)
-{
-    if (extra > SIZE_MAX / 8 - v->n)
-        return -1;
-    if (v->n + extra <= v->cap)
-        return 0;
-    size_t cap = v->cap ? v->cap : 64;
-    while (cap < v->n + extra)
-        cap *= 2;
-    int32_t *p = realloc(v->p, cap * sizeof *p);
-    if (p == NULL)
-        return -1;
-    v->p = p;
-    v->cap = cap;
-    return 0;
-}
-
-int tk_ids_push(tk_ids *v, int32_t id)
-{
-    if (v->n == v->cap && ids_reserve(v, 1) != 0)
-        return -1;
-    v->p[v->n++] = id;
-    return 0;
-}
-
-int tk_ids_put(tk_ids *v, const int32_t *ids, size_t n)
-{
-    if (ids_reserve(v, n) != 0)
-        return -1;
-    if (n > 0)
-        memcpy(v->p + v->n, ids, n * sizeof *ids);
-    v->n += n;
-    return 0;
-}
-
-/* ---------------------------------------------------------------- hash maps */
-
-uint32_t tk_hash(const void *key, size_t n)
-{
-    // 64-bit multiply-xorshift over 8-byte words; plenty for token strings
-    const unsigned char *p = key;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
-
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    if (n > 0) {
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        h = (h ^ w) * 0x94d049bb133111ebull;
-        h ^= h >> 31;
-    }
-    h *= 0xbf58476d1ce4e5b9ull;
-    return (uint32_t)(h >> 32);
-}
-
-static size_t pow2_for(size_t expected)
-{
-    size_t cap = 16;
-    while (cap < expected + expected / 2)
-        cap *= 2;
-    return cap;
-}
-
-int tk_str_map_init(tk_str_map *m, size_t expected)
-{
-    m->cap = pow2_for(expected);
-    m->count = 0;
-    m->slots = malloc(m->cap * sizeof *m->slots);
-    if (m->slots == NULL)
-        return -1;
-    for (size_t i = 0; i < m->cap; i++)
-        m->slots[i].len = UINT32_MAX;
-    return 0;
-}
-
-void tk_str_map_free(tk_str_map *m)
-{
-    free(m->slots);
-    m->slots = NULL;
-    m->cap = m->count = 0;
-}
-
-static uint64_t key_head(const char *key, size_t len)
-{
-    uint64_t h = 0;
-    memcpy(&h, key, len < 8 ? len : 8);
-    return h;
-}
-
-int32_t tk_str_map_get(const tk_str_map *m, const char *arena, const char *key, size_t len)
-{
-    if (m->cap == 0)
-        return -1;
-    uint32_t h = tk_hash(key, len);
-    uint64_t head = key_head(key, len);
-    size_t mask = m->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        const tk_str_slot *s = &m->slots[i];
-        if (s->len == UINT32_MAX)
-            return -1;
-        if (s->hash == h && s->len == len && s->head == head &&
-            (len <= 8 || memcmp(arena + s->off + 8, key + 8, len - 8) == 0))
-            return s->id;
-    }
-}
-
-static void str_insert(tk_str_slot *slots, size_t cap, const tk_str_slot *e)
-{
-    size_t mask = cap - 1;
-    size_t i = e->hash & mask;
-    while (slots[i].len != UINT32_MAX)
-        i = (i + 1) & mask;
-    slots[i] = *e;
-}
-
-int tk_str_map_put(tk_str_map *m, const char *arena, uint32_t off, uint32_t len, int32_t id)
-{
-    uint32_t h = tk_hash(arena + off, len);
-    size_t mask = m->cap - 1;
-
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        tk_str_slot *s = &m->slots[i];
-        if (s->len == UINT32_MAX)
-            break;
-        if (s->hash == h && s->len == len && memcmp(arena + s->off, arena + off, len) == 0) {
-            s->id = id;
-            return 0;
-        }
-    }
-    if ((m->count + 1) * 3 > m->cap * 2) {
-        size_t cap = m->cap * 2;
-        tk_str_slot *slots = malloc(cap * sizeof *slots);
-        if (slots == NULL)
-            return -1;
-        for (size_t i = 0; i < cap; i++)
-            slots[i].len = UINT32_MAX;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->slots[i].len != UINT32_MAX)
-                str_insert(slots, cap, &m->slots[i]);
-        free(m->slots);
-        m->slots = slots;
-        m->cap = cap;
-    }
-    tk_str_slot e = {off, len, id, h, key_head(arena + off, len)};
-    str_insert(m->slots, m->cap, &e);
-    m->count++;
-    return 0;
-}
-
-int tk_pair_map_init(tk_pair_map *m, size_t expected)
-{
-    m->cap = pow2_for(expected);
-    m->count = 0;
-    m->slots = malloc(m->cap * sizeof *m->slots);
-    if (m->slots == NULL)
-        return -1;
-    for (size_t i = 0; i < m->cap; i++)
-        m->slots[i].key = UINT64_MAX;
-    return 0;
-}
-
-void tk_pair_map_free(tk_pair_map *m)
-{
-    free(m->slots);
-    m->slots = NULL;
-    m->cap = m->count = 0;
-}
-
-static void pair_insert(tk_pair_slot *slots, size_t cap, const tk_pair_slot *e)
-{
-    size_t mask = cap - 1;
-    size_t i = (size_t)((e->key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-    while (slots[i].key != UINT64_MAX) {
-        if (slots[i].key == e->key) {
-            slots[i] = *e;
-            return;
-        }
-        i = (i + 1) & mask;
-    }
-    slots[i] = *e;
-}
-
-int tk_pair_map_put(tk_pair_map *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
-{
-    tk_pair_slot e = {((uint64_t)(uint32_t)a << 32) | (uint32_t)b, rank, id};
-
-    if ((m->count + 1) * 3 > m->cap * 2) {
-        // keep the load under 2/3
-        size_t cap = m->cap * 2;
-        tk_pair_slot *slots = malloc(cap * sizeof *slots);
-        if (slots == NULL)
-            return -1;
-        for (size_t i = 0; i < cap; i++)
-            slots[i].key = UINT64_MAX;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->slots[i].key != UINT64_MAX)
-                pair_insert(slots, cap, &m->slots[i]);
-        free(m->slots);
-        m->slots = slots;
-        m->cap = cap;
-    }
-    if (tk_pair_map_get(m, a, b) == NULL)
-        m->count++;
-    pair_insert(m->slots, m->cap, &e);
-    return 0;
-}
+#include "gm/buf.h"
+#include "gm/utf8.h"
+#include "unicode.h"
 
 /* ----------------------------------------------------------------- scratch */
 
@@ -296,26 +85,26 @@ static cache_slot *cache_find(tk_scratch *s, const char *w, size_t n, uint32_t h
 
 /* ------------------------------------------------------------ BPE: symbols */
 
-static int unknown_char(const gm_tokenizer *t, tk_scratch *s, const char *c, size_t clen, int32_t *unk_pending)
+static int unknown_char(const tk_bpe *bpe, tk_scratch *s, const char *c, size_t clen, int32_t *unk_pending)
 {
-    if (t->byte_fallback) {
+    if (bpe->byte_fallback) {
         size_t i;
         for (i = 0; i < clen; i++)
-            if (t->fallback_ids[(unsigned char)c[i]] < 0)
+            if (bpe->fallback_ids[(unsigned char)c[i]] < 0)
                 break;
         if (i == clen) {
             // as in the reference, a pending unk is not flushed before the byte tokens
             for (i = 0; i < clen; i++)
-                if (tk_ids_push(&s->ids, t->fallback_ids[(unsigned char)c[i]]) != 0)
+                if (tk_ids_push(&s->ids, bpe->fallback_ids[(unsigned char)c[i]]) != 0)
                     return -1;
             return 0;
         }
     }
-    if (t->unk_id >= 0) {
-        if (*unk_pending >= 0 && !t->fuse_unk)
+    if (bpe->unk_id >= 0) {
+        if (*unk_pending >= 0 && !bpe->fuse_unk)
             if (tk_ids_push(&s->ids, *unk_pending) != 0)
                 return -1;
-        *unk_pending = t->unk_id;
+        *unk_pending = bpe->unk_id;
     }
     return 0;
 }
@@ -330,30 +119,22 @@ static int known_char(tk_scratch *s, int32_t id, int32_t *unk_pending)
     return tk_ids_push(&s->ids, id);
 }
 
-static int initial_symbols(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n)
+static int initial_symbols(const tk_bpe *bpe, const char *arena, tk_scratch *s, const char *w, size_t n)
 {
     int32_t unk = -1;
 
     s->ids.n = 0;
-    if (t->byte_level) {
+    if (bpe->byte_level) {
         for (size_t i = 0; i < n; i++) {
             unsigned char b = (unsigned char)w[i];
-            int32_t id = t->byte_ids[b];
+            int32_t id = bpe->byte_ids[b];
             if (id >= 0) {
                 if (known_char(s, id, &unk) != 0)
                     return -1;
             } else {
                 char u[2];
-                uint16_t cp = tk_byte_to_cp[b];
-                size_t ul = 1;
-                if (cp < 0x80)
-                    u[0] = (char)cp;
-                else {
-                    u[0] = (char)(0xC0 | (cp >> 6));
-                    u[1] = (char)(0x80 | (cp & 0x3F));
-                    ul = 2;
-                }
-                if (unknown_char(t, s, u, ul, &unk) != 0)
+                size_t ul = tk_byte_char(b, u);
+                if (unknown_char(bpe, s, u, ul, &unk) != 0)
                     return -1;
             }
         }
@@ -362,11 +143,11 @@ static int initial_symbols(const gm_tokenizer *t, tk_scratch *s, const char *w, 
             size_t cl = (size_t)gm_utf8_lead_len((unsigned char)w[i]);
             if (cl == 0 || cl > n - i)
                 cl = 1; // the caller validated the text; stay safe anyway
-            int32_t id = tk_str_map_get(&t->vocab, t->arena.p, w + i, cl);
+            int32_t id = tk_str_map_get(&bpe->vocab, arena, w + i, cl);
             if (id >= 0) {
                 if (known_char(s, id, &unk) != 0)
                     return -1;
-            } else if (unknown_char(t, s, w + i, cl, &unk) != 0) {
+            } else if (unknown_char(bpe, s, w + i, cl, &unk) != 0) {
                 return -1;
             }
             i += cl;
@@ -380,7 +161,7 @@ static int initial_symbols(const gm_tokenizer *t, tk_scratch *s, const char *w, 
 /* -------------------------------------------------------------- BPE: merge */
 
 /* Short words: an array of symbols and the rank of each adjacent pair. */
-static int merge_small(const gm_tokenizer *t, tk_scratch *s)
+static int merge_small(const tk_bpe *bpe, tk_scratch *s)
 {
     size_t m = s->ids.n;
     int32_t *ids = s->ids.p;
@@ -401,7 +182,7 @@ static int merge_small(const gm_tokenizer *t, tk_scratch *s)
     uint32_t *ranks = s->ranks;
     int32_t *news = s->news;
     for (size_t i = 0; i + 1 < m; i++) {
-        const tk_pair_slot *p = tk_pair_map_get(&t->merges, ids[i], ids[i + 1]);
+        const tk_pair_slot *p = tk_pair_map_get(&bpe->merges, ids[i], ids[i + 1]);
         ranks[i] = p ? p->rank : UINT32_MAX;
         news[i] = p ? p->id : -1;
     }
@@ -423,7 +204,7 @@ static int merge_small(const gm_tokenizer *t, tk_scratch *s)
         }
         m--;
         for (size_t k = best ? best - 1 : 0; k <= best && k + 1 < m; k++) {
-            const tk_pair_slot *p = tk_pair_map_get(&t->merges, ids[k], ids[k + 1]);
+            const tk_pair_slot *p = tk_pair_map_get(&bpe->merges, ids[k], ids[k + 1]);
             ranks[k] = p ? p->rank : UINT32_MAX;
             news[k] = p ? p->id : -1;
         }
@@ -481,7 +262,7 @@ static heap_item heap_pop(tk_scratch *s)
 }
 
 /* Long words: a linked list of symbols and a min-heap of (rank, position). */
-static int merge_large(const gm_tokenizer *t, tk_scratch *s)
+static int merge_large(const tk_bpe *bpe, tk_scratch *s)
 {
     size_t m = s->ids.n;
 
@@ -501,7 +282,7 @@ static int merge_large(const gm_tokenizer *t, tk_scratch *s)
         y[i].alive = 1;
     }
     for (size_t i = 0; i + 1 < m; i++) {
-        const tk_pair_slot *p = tk_pair_map_get(&t->merges, y[i].id, y[i + 1].id);
+        const tk_pair_slot *p = tk_pair_map_get(&bpe->merges, y[i].id, y[i + 1].id);
         if (p != NULL && heap_push(s, p->rank, (uint32_t)i, p->id) != 0)
             return -1;
     }
@@ -511,7 +292,7 @@ static int merge_large(const gm_tokenizer *t, tk_scratch *s)
         if (!a->alive || a->next < 0)
             continue;
         sym *b = &y[a->next];
-        const tk_pair_slot *p = tk_pair_map_get(&t->merges, a->id, b->id);
+        const tk_pair_slot *p = tk_pair_map_get(&bpe->merges, a->id, b->id);
         if (p == NULL || p->id != top.id || p->rank != top.rank)
             continue; // stale
         a->id = top.id;
@@ -520,12 +301,12 @@ static int merge_large(const gm_tokenizer *t, tk_scratch *s)
         if (b->next >= 0)
             y[b->next].prev = (int32_t)top.pos;
         if (a->prev >= 0) {
-            const tk_pair_slot *q = tk_pair_map_get(&t->merges, y[a->prev].id, a->id);
+            const tk_pair_slot *q = tk_pair_map_get(&bpe->merges, y[a->prev].id, a->id);
             if (q != NULL && heap_push(s, q->rank, (uint32_t)a->prev, q->id) != 0)
                 return -1;
         }
         if (a->next >= 0) {
-            const tk_pair_slot *q = tk_pair_map_get(&t->merges, a->id, y[a->next].id);
+            const tk_pair_slot *q = tk_pair_map_get(&bpe->merges, a->id, y[a->next].id);
             if (q != NULL && heap_push(s, q->rank, top.pos, q->id) != 0)
                 return -1;
         }
@@ -539,33 +320,26 @@ static int merge_large(const gm_tokenizer *t, tk_scratch *s)
 
 /* ------------------------------------------------------------- BPE: a word */
 
-int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, tk_ids *out)
+int tk_bpe_word(const tk_bpe *bpe, const char *arena, tk_scratch *s, const char *w, size_t n, tk_ids *out)
 {
     cache_slot *slot = NULL;
     uint32_t h = 0;
 
     if (n == 0)
         return 0;
-    if (t->ignore_merges) {
+    if (bpe->ignore_merges) {
         const char *key = w;
         size_t klen = n;
-        if (t->byte_level) {
+        if (bpe->byte_level) {
             s->key.n = 0;
             if (gm_buf_reserve(&s->key, 2 * n) != 0)
                 return -1;
-            for (size_t i = 0; i < n; i++) {
-                uint16_t cp = tk_byte_to_cp[(unsigned char)w[i]];
-                if (cp < 0x80)
-                    s->key.p[s->key.n++] = (char)cp;
-                else {
-                    s->key.p[s->key.n++] = (char)(0xC0 | (cp >> 6));
-                    s->key.p[s->key.n++] = (char)(0x80 | (cp & 0x3F));
-                }
-            }
+            for (size_t i = 0; i < n; i++)
+                s->key.n += tk_byte_char((unsigned char)w[i], s->key.p + s->key.n);
             key = s->key.p;
             klen = s->key.n;
         }
-        int32_t id = tk_str_map_get(&t->vocab, t->arena.p, key, klen);
+        int32_t id = tk_str_map_get(&bpe->vocab, arena, key, klen);
         if (id >= 0)
             return tk_ids_push(out, id);
     }
@@ -582,9 +356,9 @@ int tk_bpe_word(const gm_tokenizer *t, tk_scratch *s, const char *w, size_t n, t
         if (slot->key_len != UINT32_MAX) // a word of no ids may be cached before any id is (NULL + 0)
             return slot->ids_n ? tk_ids_put(out, s->cache_ids.p + slot->ids_off, slot->ids_n) : 0;
     }
-    if (initial_symbols(t, s, w, n) != 0)
+    if (initial_symbols(bpe, arena, s, w, n) != 0)
         return -1;
-    if ((s->ids.n <= 256 ? merge_small(t, s) : merge_large(t, s)) != 0)
+    if ((s->ids.n <= 256 ? merge_small(bpe, s) : merge_large(bpe, s)) != 0)
         return -1;
     if (slot != NULL && s->cache_count < CACHE_CAP / 2 && s->cache_keys.n < UINT32_MAX / 2 &&
         s->cache_ids.n < UINT32_MAX / 2) {

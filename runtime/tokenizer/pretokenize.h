@@ -1,0 +1,49 @@
+/*
+** The pre-tokenizer steps (not installed): what load.c reads from
+** tokenizer.json's "pre_tokenizer" (Split, ByteLevel) and pretokenize.c runs
+** to cut normalized text into the pre-tokens BPE sees, plus the regex
+** compiler the loader builds those steps with.
+*/
+#ifndef GM_TK_PRETOKENIZE_H
+#define GM_TK_PRETOKENIZE_H
+
+#include <stddef.h>
+
+#include "gm/status.h"
+
+enum tk_split_behavior {
+    TK_SPLIT_REMOVED,
+    TK_SPLIT_ISOLATED,
+    TK_SPLIT_MERGED_WITH_PREVIOUS,
+    TK_SPLIT_MERGED_WITH_NEXT,
+    TK_SPLIT_CONTIGUOUS
+};
+
+enum tk_pre_kind { TK_PRE_SPLIT, TK_PRE_BYTE_LEVEL };
+
+typedef struct tk_pre {
+    int kind;
+    void *regex;  /* OnigRegex (SPLIT, or BYTE_LEVEL with use_regex) */
+    int behavior; /* SPLIT */
+    int invert;   /* SPLIT */
+    int add_prefix_space; /* BYTE_LEVEL */
+} tk_pre;
+
+/*
+** Compile a Split regex (widened to Unicode 16's letters and numbers, see
+** pretokenize.c) into *re; errors name path and where, the tokenizer.json
+** and the section the pattern came from.
+*/
+int tk_regex_compile(void **re, const char *pattern, size_t len, const char *path, const char *where, gm_status *st);
+void tk_regex_free(void *re);
+
+/* Pre-token spans as (start, end) pairs into the text. */
+typedef struct tk_spans {
+    size_t *p; /* 2 per span */
+    size_t n, cap;
+} tk_spans;
+
+/* Split s[0, n) by steps[0 .. n_steps) into out (reset). With no regex step the whole text is one pre-token. */
+int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out);
+
+#endif

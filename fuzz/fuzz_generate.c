@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s.config, part[0], len[0]);
     s.config[len[0]] = '\0';
     s.config_len = len[0];
-    if (gm_check_config(&s, &opt, &st)) {
+    if (gm_check_config(&s, &opt, NULL, &st)) {
         if (st.code == GM_ELUA)
             abort();
         goto out;

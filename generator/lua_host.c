@@ -1,6 +1,7 @@
 /* The Lua host: gen.lua runs inside pmain under lua_pcall, as lua.c does. */
 #include "lua_host.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ typedef struct call {
     const gm_snapshot *snap;
     const gm_gen_options *opt;
     gm_gen_result *out;
+    gm_config *cfg;  /* check_config: the extracted Config, or NULL */
     gm_status *st;
 } call;
 
@@ -47,6 +49,27 @@ static int load_embedded(lua_State *L)
     if (luaL_loadbufferx(L, f->data, f->len, chunkname, "t") != LUA_OK)
         return lua_error(L);
     lua_call(L, 0, 1);
+    return 1;
+}
+
+/*
+** require("gm.runtime"): what the generated code must agree on with the
+** runtime, from its one definition in C: the ABI version, GM_MAX_EOS and the
+** reserved model ids (a set: reserved.gm == true).
+*/
+static int open_runtime(lua_State *L)
+{
+    lua_createtable(L, 0, 3);
+    lua_pushinteger(L, GM_RUNTIME_ABI);
+    lua_setfield(L, -2, "abi");
+    lua_pushinteger(L, GM_MAX_EOS);
+    lua_setfield(L, -2, "max_eos");
+    lua_newtable(L);
+    for (const char *const *r = gm_reserved_ids; *r; r++) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, *r);
+    }
+    lua_setfield(L, -2, "reserved");
     return 1;
 }
 
@@ -92,6 +115,8 @@ static void setup(lua_State *L)
     lua_pop(L, 2); /* preload, package */
 
     luaL_requiref(L, "gm.json", gm_json_open, 0);
+    lua_pop(L, 1);
+    luaL_requiref(L, "gm.runtime", open_runtime, 0);
     lua_pop(L, 1);
 
     lua_pushglobaltable(L);
@@ -197,6 +222,111 @@ static char *dup_field(lua_State *L, int idx, const char *key, size_t *len)
     return copy;
 }
 
+/*
+** The Lua Config (config.lua's fields, plus qkv_bias and qk_norm) as a
+** gm_config. config.lua promises each field's type; anything else is a
+** generator bug, reported as one (GM_ELUA).
+*/
+static void field(lua_State *L, int idx, const char *key, int type, const char *what)
+{
+    if (lua_getfield(L, idx, key) != type)
+        luaL_error(L, "gen.check_config: Config.%s must be %s, found a %s", key, what, luaL_typename(L, -1));
+}
+
+/* The integer at the top of the stack, popped; `key` names it in the error. */
+static int pop_int(lua_State *L, const char *key)
+{
+    if (!lua_isinteger(L, -1))
+        luaL_error(L, "gen.check_config: Config.%s must be an integer, found a %s", key, luaL_typename(L, -1));
+    const lua_Integer v = lua_tointeger(L, -1);
+    if (v < INT_MIN || v > INT_MAX)
+        luaL_error(L, "gen.check_config: Config.%s = %I does not fit an int", key, v);
+    lua_pop(L, 1);
+    return (int)v;
+}
+
+static int config_int(lua_State *L, int idx, const char *key)
+{
+    lua_getfield(L, idx, key);
+    return pop_int(L, key);
+}
+
+static double config_number(lua_State *L, int idx, const char *key)
+{
+    field(L, idx, key, LUA_TNUMBER, "a number");
+    double v = (double)lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool config_bool(lua_State *L, int idx, const char *key)
+{
+    field(L, idx, key, LUA_TBOOLEAN, "a boolean");
+    bool v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static void to_config(lua_State *L, int idx, gm_config *c)
+{
+    static const struct { const char *name; gm_dtype dtype; } dtypes[] = {
+        {"none", GM_DTYPE_NONE}, {"bfloat16", GM_DTYPE_BF16}, {"float16", GM_DTYPE_F16}, {"float32", GM_DTYPE_F32},
+    };
+    memset(c, 0, sizeof *c);
+    c->n_layers = config_int(L, idx, "n_layers");
+    c->emb_dim = config_int(L, idx, "emb_dim");
+    c->n_heads = config_int(L, idx, "n_heads");
+    c->n_kv_heads = config_int(L, idx, "n_kv_heads");
+    c->head_dim = config_int(L, idx, "head_dim");
+    c->hidden_dim = config_int(L, idx, "hidden_dim");
+    c->vocab_size = config_int(L, idx, "vocab_size");
+    c->rope_base = config_number(L, idx, "rope_base");
+    c->tie_word_embeddings = config_bool(L, idx, "tie_word_embeddings");
+    c->rms_norm_eps = config_number(L, idx, "rms_norm_eps");
+    c->max_position_embeddings = config_int(L, idx, "max_position_embeddings");
+    c->qkv_bias = config_bool(L, idx, "qkv_bias");
+    c->qk_norm = config_bool(L, idx, "qk_norm");
+    c->bos_token_id = config_int(L, idx, "bos_token_id");
+
+    /* rope_scaling: false (none) or { type = "llama3", factor, ... } */
+    if (lua_getfield(L, idx, "rope_scaling") == LUA_TTABLE) {
+        const int rs = lua_gettop(L);
+        lua_getfield(L, rs, "type");
+        if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "llama3") != 0)
+            luaL_error(L, "gen.check_config: Config.rope_scaling.type must be \"llama3\"");
+        lua_pop(L, 1);
+        c->rope_scaling.type = GM_ROPE_LLAMA3;
+        c->rope_scaling.factor = config_number(L, rs, "factor");
+        c->rope_scaling.low_freq_factor = config_number(L, rs, "low_freq_factor");
+        c->rope_scaling.high_freq_factor = config_number(L, rs, "high_freq_factor");
+        c->rope_scaling.original_max_position_embeddings = config_int(L, rs, "original_max_position_embeddings");
+    } else if (!lua_isboolean(L, -1) || lua_toboolean(L, -1)) {
+        luaL_error(L, "gen.check_config: Config.rope_scaling must be false or a table, found a %s",
+                   luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+
+    field(L, idx, "eos_token_ids", LUA_TTABLE, "a list");
+    const lua_Unsigned n = lua_rawlen(L, -1);
+    if (n > GM_MAX_EOS)
+        luaL_error(L, "gen.check_config: Config.eos_token_ids has %d ids, at most %d fit", (int)n, GM_MAX_EOS);
+    for (lua_Unsigned i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i);
+        c->eos_token_ids[c->n_eos_token_ids++] = pop_int(L, "eos_token_ids[]");
+    }
+    lua_pop(L, 1);
+
+    field(L, idx, "dtype", LUA_TSTRING, "a string");
+    const char *dtype = lua_tostring(L, -1);
+    size_t k = 0;
+    while (k < sizeof dtypes / sizeof dtypes[0] && strcmp(dtype, dtypes[k].name) != 0)
+        k++;
+    if (k == sizeof dtypes / sizeof dtypes[0])
+        luaL_error(L, "gen.check_config: Config.dtype '%s' is not a dtype", dtype);
+    c->dtype = dtypes[k].dtype;
+    lua_pop(L, 1);
+}
+
 static int pmain(lua_State *L)
 {
     call *c = lua_touserdata(L, 1);
@@ -207,7 +337,9 @@ static int pmain(lua_State *L)
     if (c->config_only) {
         lua_getfield(L, -1, "check_config");
         push_snapshot(L, c);
-        lua_call(L, 1, 0);
+        lua_call(L, 1, 3); /* arch, family, cfg */
+        if (c->cfg)
+            to_config(L, lua_gettop(L), c->cfg);
         return 0;
     }
     lua_getfield(L, -1, "generate");
@@ -249,17 +381,18 @@ static int code_of_kind(const char *kind)
 
 static int run(call *c);
 
-int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_status *st)
+int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_config *out,
+                    gm_status *st)
 {
     gm_gen_result unused = {0};
-    call c = {1, snap, opt, &unused, st};
+    call c = {1, snap, opt, &unused, out, st};
     return run(&c);
 }
 
 int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
                 gm_gen_result *out, gm_status *st)
 {
-    call c = {0, snap, opt, out, st};
+    call c = {0, snap, opt, out, NULL, st};
     memset(out, 0, sizeof *out);
     return run(&c);
 }

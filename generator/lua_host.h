@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "gm/config.h"
 #include "gm/status.h"
 #include "snapshot.h"
 
@@ -34,9 +35,12 @@ typedef struct gm_gen_options {
 /*
 ** What config.json alone decides, before any tensor header is read: the
 ** scope check (a refusal is GM_EUNSUPPORTED) and the Config's types and
-** required keys. snap needs only repo and config.
+** required keys. snap needs only repo and config. When out is not NULL and
+** the check passes, *out is the Config the generator extracted (qkv_bias and
+** qk_norm from the architecture), for comparing with gm_config_parse's.
 */
-int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_status *st);
+int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_config *out,
+                    gm_status *st);
 
 /*
 ** Check the snapshot (scope, Config, tensors) and render every output.

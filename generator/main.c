@@ -188,7 +188,7 @@ int main(int argc, char **argv)
         snap.name = strdup(opt.name);
     }
     opt.name = snap.name;
-    if (gm_check_config(&snap, &opt, &st) ||
+    if (gm_check_config(&snap, &opt, NULL, &st) ||
         (from_hub && gm_hub_fetch_headers(&hub, repo, source, &st)) ||
         gm_snapshot_read_headers(&snap, source, &st) ||
         gm_generate(&snap, &opt, &res, &st))

@@ -38,17 +38,18 @@ int gm_repo_id_valid(const char *repo)
            name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+const char *const gm_reserved_ids[] = {"gm", "st", "bf16", NULL};
+
 int gm_model_id_valid(const char *id)
 {
-    static const char *const reserved[] = {"gm", "st", "bf16"};
     const size_t n = strlen(id);
     if (n == 0 || n > 64 || !((id[0] >= 'a' && id[0] <= 'z') || id[0] == '_'))
         return 0;
     for (const char *p = id; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
             return 0;
-    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-        if (strcmp(id, reserved[i]) == 0)
+    for (const char *const *r = gm_reserved_ids; *r; r++)
+        if (strcmp(id, *r) == 0)
             return 0;
     return 1;
 }

@@ -63,8 +63,15 @@ int gm_repo_id_valid(const char *repo);
 
 /*
 ** A model id: [a-z_][a-z0-9_]*, at most 64 characters, and not a prefix the
-** runtime owns (gm, st, bf16), whose symbols and header guards it would clash with.
+** runtime owns (gm_reserved_ids), whose symbols and header guards it would clash with.
 */
 int gm_model_id_valid(const char *id);
+
+/*
+** Those prefixes, NULL-terminated: "gm", "st", "bf16". The one list: the Lua
+** host hands it to the generator (require("gm.runtime").reserved), which
+** renames a repo whose id would be one of them.
+*/
+extern const char *const gm_reserved_ids[];
 
 #endif

@@ -169,9 +169,10 @@ static int parse_tokens(const char *list, int32_t **out, int *n)
 
 static void gate3(run *r)
 {
-    char path[4096];
+    char path[4096], arch[256], fields[400];
     gm_config want, got;
     gm_status st = {0};
+    char other[sizeof st.msg] = "";
     gate *g = &r->g[2];
     g->name = "config consistent";
     snprintf(path, sizeof path, "%s/config.json", r->weights);
@@ -180,27 +181,21 @@ static void gate3(run *r)
         return;
     }
     r->e->config(&got);
-    char diff[400] = "";
-    size_t used = 0;
-#define CHECK(f)                                                                                                    \
-    if (got.f != want.f && used < sizeof diff - 80)                                                                 \
-        used += (size_t)snprintf(diff + used, sizeof diff - used, "%s%s is %g, config.json says %g",                \
-                                 used ? "; " : "", #f, (double)got.f, (double)want.f);
-    CHECK(n_layers) CHECK(emb_dim) CHECK(n_heads) CHECK(n_kv_heads) CHECK(head_dim) CHECK(hidden_dim)
-    CHECK(vocab_size) CHECK(rope_base) CHECK(tie_word_embeddings) CHECK(rms_norm_eps) CHECK(max_position_embeddings)
-    CHECK(rope_scaling.type) CHECK(rope_scaling.factor) CHECK(rope_scaling.low_freq_factor)
-    CHECK(rope_scaling.high_freq_factor) CHECK(rope_scaling.original_max_position_embeddings)
-    CHECK(bos_token_id) CHECK(n_eos_token_ids)
-    for (int i = 0; i < want.n_eos_token_ids && i < GM_MAX_EOS; i++) {
-        CHECK(eos_token_ids[i])
-    }
-#undef CHECK
-    if (used)
+    /* qkv_bias and qk_norm come with the architecture: the entry's, which must be config.json's */
+    want.qkv_bias = r->e->qkv_bias;
+    want.qk_norm = r->e->qk_norm;
+    const int n = gm_config_diff(&got, &want, fields, sizeof fields);
+    if (gm_config_read_architecture(path, arch, sizeof arch, &st))
+        snprintf(other, sizeof other, "%s", st.msg);
+    else if (strcmp(arch, r->e->arch) != 0)
+        snprintf(other, sizeof other, "architecture (architectures[0]) is %s, config.json says %s", r->e->arch, arch);
+    if (n || other[0])
         set(g, 0, "an extraction error (head_dim defaulted wrongly, tie_word_embeddings missed), or weights of "
                   "another model or revision", "config.json itself (never assume a default); regenerate with "
-                  "gen-model from the repo these weights come from", "%s", diff);
+                  "gen-model from the repo these weights come from", "%s%s%s", other, other[0] && n ? "; " : "", fields);
     else
-        set(g, 1, NULL, NULL, "every field of %s_config_default() equals %s", r->e->id, path);
+        set(g, 1, NULL, NULL, "every field of %s_config_default() and the architecture (%s) equal %s", r->e->id,
+            r->e->arch, path);
 }
 
 /* Does the folder hold safetensors weights at all (as opposed to the wrong ones)? */

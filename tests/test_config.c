@@ -1,6 +1,7 @@
 /*
 ** gm_config: the independent C reader of config.json (gm/config.h).
 */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -266,6 +267,19 @@ Test(config, embedded_nul_in_a_string_value_is_harmless)
                  st.msg);
 }
 
+Test(config, a_key_holding_a_nul_is_another_key)
+{
+    gm_config c;
+    gm_status st = {0};
+
+    /* as in Python's json: "torch_dtype\u0000x" is not torch_dtype */
+    cr_assert_eq(parse(&c, "{" REQ ", \"torch_dtype\\u0000x\": \"float32\"}", &st), GM_OK, "%s", st.msg);
+    cr_expect_eq(c.dtype, GM_DTYPE_NONE);
+    cr_assert_eq(parse(&c, "{" REQ ", \"torch_dtype\\u0000x\": \"float32\", \"torch_dtype\": \"bfloat16\", "
+                           "\"a\\u0000x\": 1, \"a\\u0000y\": 2}", &st), GM_OK, "%s", st.msg);
+    cr_expect_eq(c.dtype, GM_DTYPE_BF16);
+}
+
 Test(config, dtype_names)
 {
     cr_expect_str_eq(gm_dtype_name(GM_DTYPE_BF16), "bfloat16");
@@ -384,6 +398,17 @@ static const struct bad_config rejects_bad_configs_cases[] = {
     {"{" REQ ", \"torch_dtype\": \"bfloat16\", \"dtype\": \"float32\"}", 0, GM_EFORMAT,
      C "torch_dtype 'bfloat16' and dtype 'float32' disagree"},
     {"{" REQ ", \"hidden_size\": 64}", 0, GM_EFORMAT, C "duplicate key 'hidden_size'"},
+    // a NUL in a name: cJSON's copy stops there, the text's does not
+    {"{" REQ ", \"torch_dtype\": \"bfloat16\\u0000x\"}", 0, GM_EFORMAT,
+     C "torch_dtype 'bfloat16\\u0000...' holds a NUL character"},
+    {"{" REQ ", \"rope_scaling\": {\"rope_type\": \"default\\u0000\"}}", 0, GM_EFORMAT,
+     C "rope_scaling.rope_type 'default\\u0000...' holds a NUL character"},
+    {"{" REQ ", \"a\\u0000x\": 1, \"a\\u0000x\": 2}", 0, GM_EFORMAT, C "duplicate key 'a'"},
+    {"{" HIDDEN ", " LAYERS ", " HEADS ", " INTER ", " VOCAB ", " MAXPOS ", \"rms_norm_eps\\u0000\": 1e-05}", 0,
+     GM_EMISSING, C "required key 'rms_norm_eps' is missing"},
+    // an exponent past the first 47 characters still makes it no integer
+    {"{" REQ ", \"bos_token_id\": 10000000000000000000000000000000000000000000000e-45}", 0, GM_EFORMAT,
+     C "bos_token_id must be an integer, found 10000000000000000000000000000000000000000000..."},
     {"{\"a\": }", 0, GM_EFORMAT, C "invalid JSON at line 1, column 7"},
     {"{" REQ "} x", 0, GM_EFORMAT, C "unexpected data after the JSON value at line 1, column 171"},
     {"{" REQ "}\0", 0, GM_EFORMAT, NULL}, /* len patched below: a NUL after the object */
@@ -427,4 +452,175 @@ Test(config, failure_leaves_the_output_untouched)
     cr_assert_eq(parse(&c, "{\"hidden_size\": 896.0, " REQ_BUT_HIDDEN "}", &st), GM_EFORMAT);
     cr_expect_eq(c.n_layers, 0x5A5A5A5A);
     cr_assert_eq(parse(&c, "{" REQ "}", NULL), GM_OK); /* a NULL status is allowed */
+}
+
+/* ------------------------------------------------------------------------ */
+/* gm_config_diff: what gate 3 and the fuzz harness compare with */
+
+/* A Config with every field set to something a model has: llama3 rope, two eos ids. */
+#define FULL "{" REQ ", \"num_key_value_heads\": 2, \"rope_theta\": 500000.0, \"bos_token_id\": 1, " \
+             "\"eos_token_id\": [2, 3], \"torch_dtype\": \"bfloat16\", \"rope_scaling\": {" \
+             "\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, " \
+             "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}"
+
+static gm_config full_config(void)
+{
+    gm_config c;
+    gm_status st = {0};
+    cr_assert_eq(parse(&c, FULL, &st), GM_OK, "%s", st.msg);
+    return c;
+}
+
+/* Field i of c changed to another value a generator could write; what the diff must say. */
+static const char *change_field(gm_config *c, size_t i)
+{
+    switch (i) {
+    case 0: c->n_layers = 3; return "n_layers (num_hidden_layers) is 3, config.json says 2";
+    case 1: c->emb_dim = 128; return "emb_dim (hidden_size) is 128, config.json says 64";
+    case 2: c->n_heads = 8; return "n_heads (num_attention_heads) is 8, config.json says 4";
+    case 3: c->n_kv_heads = 4; return "n_kv_heads (num_key_value_heads) is 4, config.json says 2";
+    case 4: c->head_dim = 32; return "head_dim is 32, config.json says 16";
+    case 5: c->hidden_dim = 256; return "hidden_dim (intermediate_size) is 256, config.json says 128";
+    case 6: c->vocab_size = 101; return "vocab_size is 101, config.json says 100";
+    case 7: c->rope_base = 1e6; return "rope_base (rope_theta) is 1000000, config.json says 500000";
+    case 8: c->tie_word_embeddings = true; return "tie_word_embeddings is true, config.json says false";
+    case 9: c->rms_norm_eps = 1e-6; return "rms_norm_eps is 1e-06, config.json says 1e-05";
+    case 10: c->max_position_embeddings = 512; return "max_position_embeddings is 512, config.json says 256";
+    case 11:
+        c->rope_scaling.type = GM_ROPE_DEFAULT;
+        return "rope_scaling.type (rope_scaling.rope_type) is default, config.json says llama3";
+    case 12: c->rope_scaling.factor = 32; return "rope_scaling.factor is 32, config.json says 8";
+    case 13: c->rope_scaling.low_freq_factor = 2; return "rope_scaling.low_freq_factor is 2, config.json says 1";
+    case 14: c->rope_scaling.high_freq_factor = 8; return "rope_scaling.high_freq_factor is 8, config.json says 4";
+    case 15:
+        c->rope_scaling.original_max_position_embeddings = 128;
+        return "rope_scaling.original_max_position_embeddings is 128, config.json says 64";
+    case 16: c->qkv_bias = true; return "qkv_bias (from architectures[0]) is true, config.json says false";
+    case 17: c->qk_norm = true; return "qk_norm (from architectures[0]) is true, config.json says false";
+    case 18: c->bos_token_id = -1; return "bos_token_id is -1, config.json says 1";
+    case 19: c->n_eos_token_ids = 1; return "eos_token_ids (eos_token_id) is [2], config.json says [2, 3]";
+    case 20: c->eos_token_ids[1] = 4; return "eos_token_ids (eos_token_id) is [2, 4], config.json says [2, 3]";
+    case 21:
+        c->eos_token_ids[0] = 3, c->eos_token_ids[1] = 2;
+        return "eos_token_ids (eos_token_id) is [3, 2], config.json says [2, 3]";
+    case 22: c->n_eos_token_ids = 0; return "eos_token_ids (eos_token_id) is [], config.json says [2, 3]";
+    case 23: c->dtype = GM_DTYPE_F32; return "dtype (torch_dtype) is float32, config.json says bfloat16";
+    case 24: c->dtype = GM_DTYPE_NONE; return "dtype (torch_dtype) is none, config.json says bfloat16";
+    default: return NULL;
+    }
+}
+
+Test(config_diff, equal_configs_differ_in_nothing)
+{
+    gm_config a = full_config(), b = full_config();
+    char out[256];
+
+    memset(out, 'x', sizeof out);
+    cr_expect_eq(gm_config_diff(&a, &b, out, sizeof out), 0);
+    cr_expect_str_eq(out, "");
+    // eos slots past the count are not part of the Config
+    b.eos_token_ids[5] = 99;
+    cr_expect_eq(gm_config_diff(&a, &b, out, sizeof out), 0, "%s", out);
+}
+
+Test(config_diff, every_field_is_compared_and_named)
+{
+    size_t i;
+    for (i = 0; change_field(&(gm_config){0}, i) != NULL; i++) {
+        gm_config want = full_config(), got = want;
+        const char *says = change_field(&got, i);
+        char out[512];
+        cr_expect_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "change %zu: %s", i, out);
+        cr_expect_str_eq(out, says, "change %zu", i);
+    }
+    cr_assert_eq(i, 25);
+}
+
+Test(config_diff, several_fields_are_one_line_counted_in_field_order)
+{
+    gm_config want = full_config(), got = want;
+    char out[512];
+
+    got.dtype = GM_DTYPE_BF16;
+    want.dtype = GM_DTYPE_F32;
+    got.rms_norm_eps = 1e-6;
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 2);
+    cr_expect_str_eq(out, "rms_norm_eps is 1e-06, config.json says 1e-05; "
+                          "dtype (torch_dtype) is bfloat16, config.json says float32");
+    for (size_t i = 0; change_field(&got, i) != NULL; i++)
+        ;
+    /* every change at once: 19 fields, and the eos list and dtype changed several times over */
+    cr_expect_eq(gm_config_diff(&got, &want, out, sizeof out), 21, "%s", out);
+    cr_expect_null(strchr(out, '\n'));
+}
+
+Test(config_diff, doubles_compare_exactly_and_show_the_digits_that_differ)
+{
+    gm_config want = full_config(), got = want;
+    char out[256];
+
+    got.rms_norm_eps = nextafter(want.rms_norm_eps, 1.0);
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1);
+    cr_expect_str_eq(out, "rms_norm_eps is 1.0000000000000003e-05, config.json says 1e-05");
+    got = want;
+    got.rope_base = 1e20; /* whole numbers in full only while that stays short */
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1);
+    cr_expect_str_eq(out, "rope_base (rope_theta) is 1e+20, config.json says 500000");
+}
+
+Test(config_diff, a_short_buffer_cuts_the_line_and_keeps_the_count)
+{
+    gm_config want = full_config(), got = want;
+    char full[4096], out[4200];
+    size_t i, len;
+
+    for (i = 0; change_field(&got, i) != NULL; i++)
+        ;
+    const int n = gm_config_diff(&got, &want, full, sizeof full);
+    len = strlen(full);
+    cr_assert_lt(len, sizeof full - 1, "the whole line must fit the reference buffer");
+    cr_expect_eq(gm_config_diff(&got, &want, NULL, 0), n);
+    for (size_t size = 1; size <= len + 2; size++) {
+        memset(out, '#', sizeof out);
+        cr_assert_eq(gm_config_diff(&got, &want, out, size), n, "size %zu", size);
+        for (size_t k = size; k < sizeof out; k++)
+            cr_assert_eq(out[k], '#', "size %zu: byte %zu written", size, k);
+        const size_t got_len = strlen(out);
+        cr_assert_lt(got_len, size, "size %zu", size);
+        if (size > len) {
+            cr_assert_str_eq(out, full, "size %zu", size);
+        } else if (size >= 4) { /* cut: what fits, ending in "..." */
+            cr_assert_eq(got_len, size - 1, "size %zu", size);
+            cr_assert_eq(strncmp(out, full, size - 4), 0, "size %zu: %s", size, out);
+            cr_assert_str_eq(out + size - 4, "...", "size %zu", size);
+        } else {
+            cr_assert_eq(strncmp(out, full, got_len), 0, "size %zu", size);
+        }
+    }
+}
+
+Test(config_diff, architecture_is_read_from_architectures)
+{
+    char arch[32];
+    gm_status st = {0};
+    const char *ok = "{\"architectures\": [\"Qwen2ForCausalLM\", \"Other\"]}";
+
+    cr_assert_eq(gm_config_parse_architecture(ok, strlen(ok), "c.json", arch, sizeof arch, &st), GM_OK,
+                 "%s", st.msg);
+    cr_expect_str_eq(arch, "Qwen2ForCausalLM");
+    cr_expect_eq(gm_config_parse_architecture("{}", 2, "c.json", arch, sizeof arch, &st), GM_EMISSING);
+    cr_expect_str_eq(st.msg, "c.json: required key 'architectures' is missing");
+    cr_expect_eq(gm_config_parse_architecture("{\"architectures\": []}", 21, "c.json", arch, sizeof arch, &st),
+                 GM_EFORMAT);
+    cr_expect_str_eq(st.msg, "c.json: architectures must be a non-empty list of strings");
+    cr_expect_eq(gm_config_parse_architecture(ok, strlen(ok), "c.json", arch, 16, &st), GM_EFORMAT);
+    cr_expect_str_eq(st.msg, "c.json: architectures[0] is longer than 15 bytes");
+    const char *nul = "{\"architectures\": [\"Qwen2ForCausalLM\\u0000x\"]}";
+    cr_expect_eq(gm_config_parse_architecture(nul, strlen(nul), "c.json", arch, sizeof arch, &st), GM_EFORMAT);
+    cr_expect_str_eq(st.msg, "c.json: architectures[0] 'Qwen2ForCausalLM\\u0000...' holds a NUL character");
+    cr_expect_eq(gm_config_parse_architecture("[1]", 3, "c.json", arch, sizeof arch, &st), GM_EFORMAT);
+    cr_expect_str_eq(st.msg, "c.json: the top level must be an object, found an array");
+    cr_expect_eq(gm_config_read_architecture(GM_SHARED_DIR "/golden/qwen3_tied/config.json", arch, sizeof arch,
+                                             &st), GM_OK, "%s", st.msg);
+    cr_expect_str_eq(arch, "Qwen3ForCausalLM");
 }

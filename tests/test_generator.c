@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gm/config.h"
+#include "lua_host.h"
 #include "util.h"
 
 #define HUB GM_SHARED_DIR "/hub"
@@ -499,6 +500,91 @@ Test(generator, lua_and_c_config_readers_agree_on_edge_cases)
         snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, out_dir);
         cr_assert_eq(system(cmd), 0);
         free(dir);
+    }
+}
+
+/* gm_check_config on dir/config.json: whether it passes, and the Config it hands back. */
+static int lua_config(const char *dir, const char *repo, gm_config *out, gm_status *st)
+{
+    char path[4400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = tu_read(path, &len);
+    cr_assert_not_null(text, "%s", path);
+    gm_snapshot snap = {.repo = (char *)repo, .config = text, .config_len = len};
+    gm_gen_options opt = {0};
+    memset(out, 0x5A, sizeof *out);
+    const int rc = gm_check_config(&snap, &opt, out, st);
+    free(text);
+    return rc;
+}
+
+Test(generator, check_config_hands_back_the_c_readers_config_on_the_edge_cases)
+{
+    for (size_t i = 0; i < sizeof edge_cases / sizeof edge_cases[0]; i++) {
+        char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), path[4400], diff[1024];
+        edit_config(dir, edge_cases[i].from, edge_cases[i].to);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        gm_config c, lua;
+        gm_status cst = {0}, lst = {0};
+        const int c_ok = gm_config_read(&c, path, &cst) == 0;
+        const int lua_ok = lua_config(dir, "Qwen/Qwen2-0.5B", &lua, &lst) == 0;
+        cr_assert_eq(lua_ok, c_ok, "case %zu (%s): check_config %s (%s), the C reader %s (%s)", i, edge_cases[i].to,
+                     lua_ok ? "accepts" : "refuses", lst.msg, c_ok ? "accepts" : "refuses", cst.msg);
+        if (c_ok) {
+            cr_expect(lua.qkv_bias && !lua.qk_norm, "case %zu: Qwen2 has q/k/v bias and no q/k norm", i);
+            c.qkv_bias = true;
+            c.qk_norm = false;
+            cr_expect_eq(gm_config_diff(&lua, &c, diff, sizeof diff), 0, "case %zu (%s): %s", i, edge_cases[i].to,
+                         diff);
+        }
+        free(dir);
+    }
+}
+
+Test(generator, check_config_hands_back_every_in_scope_repos_config)
+{
+    static const struct { const char *repo; bool qkv_bias, qk_norm; } repos[] = {
+        {"Qwen/Qwen2-0.5B", true, false},         {"Qwen/Qwen2-1.5B", true, false},
+        {"Qwen/Qwen3-0.6B", false, true},         {"meta-llama/Llama-3.2-1B", false, false},
+        {"meta-llama/Meta-Llama-3-8B", false, false}, {"mistralai/Mistral-7B-v0.3", false, false},
+    };
+    for (size_t i = 0; i < sizeof repos / sizeof repos[0]; i++) {
+        char dir[4200], path[4400], diff[1024];
+        gm_config c, lua;
+        gm_status st = {0};
+        snprintf(dir, sizeof dir, "%s/%s", HUB, repos[i].repo);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        cr_assert_eq(gm_config_read(&c, path, &st), 0, "%s", st.msg);
+        cr_assert_eq(lua_config(dir, repos[i].repo, &lua, &st), 0, "%s: %s", repos[i].repo, st.msg);
+        c.qkv_bias = repos[i].qkv_bias;
+        c.qk_norm = repos[i].qk_norm;
+        cr_expect_eq(gm_config_diff(&lua, &c, diff, sizeof diff), 0, "%s: %s", repos[i].repo, diff);
+    }
+    /* NULL: only the check */
+    char path[4400];
+    size_t len;
+    snprintf(path, sizeof path, "%s/Qwen/Qwen3-0.6B/config.json", HUB);
+    char *text = tu_read(path, &len);
+    gm_snapshot snap = {.repo = "Qwen/Qwen3-0.6B", .config = text, .config_len = len};
+    gm_gen_options opt = {0};
+    gm_status st = {0};
+    cr_expect_eq(gm_check_config(&snap, &opt, NULL, &st), 0, "%s", st.msg);
+    free(text);
+}
+
+Test(generator, a_repo_named_like_a_runtime_prefix_gets_another_id)
+{
+    /* gm_reserved_ids, as the host hands them to the generator */
+    static const char *const names[] = {"gm", "st", "bf16"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char src[4096], extra[64], path[4300], *err = NULL;
+        snprintf(src, sizeof src, "%s/Qwen/Qwen2-0.5B", HUB);
+        snprintf(extra, sizeof extra, "--repo someone/%s", names[i]);
+        cr_assert_eq(gen(src, extra, NULL, &err), 0, "%s: %s", names[i], err);
+        snprintf(path, sizeof path, "%s/%s_model/%s_model_weights.h", out_dir, names[i], names[i]);
+        cr_expect(tu_exists(path), "%s: no %s", names[i], path);
+        free(err);
     }
 }
 

@@ -5,6 +5,7 @@
 ** gate fails, with its likely cause, on weights broken on purpose.
 */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -211,13 +212,105 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     char *toks = tokens_arg("mistral_untied"), *out = NULL, extra[16384];
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
     cr_assert_eq(phase0("mistral_untied", w, extra, &out, NULL), 1);
-    cr_assert(strstr(out, "gate 3 config consistent   FAIL  rope_base is 1e+06, config.json says 10000"), "%s", out);
+    cr_assert(strstr(out, "gate 3 config consistent   FAIL  rope_base (rope_theta) is 1000000, config.json says 10000"),
+              "%s", out);
     cr_assert(strstr(out, "an extraction error"), "%s", out);
     snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
     char *todo = tu_read(cmd, NULL);
     cr_assert(strstr(todo, "- [ ] Phase 0:") && strstr(todo, "- Phase 0 gate 3 (config consistent) fails"), "%s", todo);
     free(todo);
     free(out);
+    free(toks);
+    free(w);
+    free(work);
+}
+
+/*
+** config.json with the value of top-level `key` (a scalar or a list of
+** scalars) replaced by the JSON text `value`; every other byte kept.
+*/
+static void edit_config(const char *dir, const char *key, const char *value)
+{
+    char path[4400], quoted[128];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(quoted, sizeof quoted, "\"%s\":", key);
+    char *text = tu_read(path, NULL);
+    char *at = strstr(text, quoted);
+    cr_assert_not_null(at, "%s has no %s", path, quoted);
+    const char *begin = at + strlen(quoted), *end = begin;
+    while (*end && *end != ',' && *end != '}' && *end != '[')
+        end++;
+    if (*end == '[') /* a list: through its ']' */
+        end = strchr(end, ']') + 1;
+    else /* a scalar: without the whitespace before the ',' or '}' */
+        while (end > begin && (end[-1] == ' ' || end[-1] == '\n'))
+            end--;
+    const size_t head = (size_t)(begin - text), tail = strlen(end);
+    char *edited = malloc(head + strlen(value) + tail + 2);
+    sprintf(edited, "%.*s %s%s", (int)head, text, value, end);
+    tu_write(path, edited, strlen(edited));
+    free(edited);
+    free(text);
+}
+
+/* One config.json key given another valid value, and what gate 3 must say about it. */
+struct config_change {
+    const char *key, *value, *says;
+};
+
+static const struct config_change config_changes[] = {
+    {"torch_dtype", "\"float32\"", "dtype (torch_dtype) is bfloat16, config.json says float32"},
+    {"rms_norm_eps", "1e-05", "rms_norm_eps is 1e-06, config.json says 1e-05"},
+    {"bos_token_id", "0", "bos_token_id is 1, config.json says 0"},
+    {"eos_token_id", "[2, 3]", "eos_token_ids (eos_token_id) is [2], config.json says [2, 3]"},
+    {"max_position_embeddings", "8192", "max_position_embeddings is 4096, config.json says 8192"},
+    {"architectures", "[\"LlamaForCausalLM\"]",
+     "architecture (architectures[0]) is Qwen2ForCausalLM, config.json says LlamaForCausalLM"},
+};
+#define N_CONFIG_CHANGES (sizeof config_changes / sizeof config_changes[0])
+
+/* Parameters are indices: pointers into this binary may not survive into the test process. */
+ParameterizedTestParameters(phase0, gate3_names_the_field_that_config_json_changes)
+{
+    static size_t idx[N_CONFIG_CHANGES];
+    for (size_t i = 0; i < N_CONFIG_CHANGES; i++)
+        idx[i] = i;
+    return cr_make_param_array(size_t, idx, N_CONFIG_CHANGES);
+}
+
+ParameterizedTest(size_t *i, phase0, gate3_names_the_field_that_config_json_changes)
+{
+    const struct config_change *c = &config_changes[*i];
+    char *work = tu_tmpdir(), *w = broken_copy(work, "qwen2_tied", NULL, 0, -1), want[512];
+    edit_config(w, c->key, c->value);
+    expect_failure("qwen2_tied", w, "gate 3 config consistent   FAIL", "an extraction error");
+    /* only gate 3 reads config.json: the other two still pass, and the line names the field */
+    char *toks = tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
+    snprintf(extra, sizeof extra, "%s --no-record", toks);
+    cr_assert_eq(phase0("qwen2_tied", w, extra, &out, NULL), 1, "%s", out);
+    snprintf(want, sizeof want, "gate 3 config consistent   FAIL  %s\n", c->says);
+    cr_expect(strstr(out, want), "%s: expected '%s' in:\n%s", c->key, want, out);
+    cr_expect(strstr(out, "gate 1 weights loadable    PASS") && strstr(out, "gate 2 baseline runnable   PASS"), "%s",
+              out);
+    free(out);
+    free(toks);
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate3_passes_on_an_unchanged_copy_and_after_an_edit_that_keeps_the_value)
+{
+    char *work = tu_tmpdir(), *w = broken_copy(work, "qwen2_tied", NULL, 0, -1);
+    char *toks = tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
+    snprintf(extra, sizeof extra, "%s --no-record", toks);
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) /* the same values in other spellings */
+            edit_config(w, "rms_norm_eps", "0.000001"), edit_config(w, "eos_token_id", "[2]");
+        cr_assert_eq(phase0("qwen2_tied", w, extra, &out, NULL), 0, "%s", out);
+        cr_assert(strstr(out, "gate 3 config consistent   PASS  every field of qwen2_tied_config_default() and the "
+                              "architecture (Qwen2ForCausalLM) equal"), "%s", out);
+        free(out);
+    }
     free(toks);
     free(w);
     free(work);

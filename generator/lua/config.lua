@@ -48,7 +48,7 @@ local fields = {
 }
 
 local dtypes = { bfloat16 = "GM_DTYPE_BF16", float16 = "GM_DTYPE_F16", float32 = "GM_DTYPE_F32" }
-local MAX_EOS = 8           -- GM_MAX_EOS in runtime/include/gm/config.h
+local MAX_EOS = require("gm.runtime").max_eos -- GM_MAX_EOS (gm/config.h), handed over by the host
 local INT_MAX = 2147483647
 
 local M = { fields = fields, dtypes = dtypes }

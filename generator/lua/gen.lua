@@ -22,8 +22,8 @@ local tmpl = require("tmpl")
 local M = {}
 
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
-local RESERVED = { gm = true, st = true, bf16 = true }
-local RUNTIME_ABI = 2 -- GM_RUNTIME_ABI in runtime/include/gm/status.h: the generated code's contract
+local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (generator/snapshot.c)
+local RUNTIME_ABI = require("gm.runtime").abi -- GM_RUNTIME_ABI (gm/status.h): the generated code's contract
 
 -- The C identifier of a repo: its name lower-cased, every run of other
 -- characters turned into '_' (Qwen/Qwen2-1.5B -> qwen2_1_5b).

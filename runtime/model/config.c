@@ -14,12 +14,18 @@
 ** compares key spellings in the raw text, so escaped keys and duplicate keys
 ** cannot mislead it.
 **
+** cJSON's copy of a string ends at its first NUL (written \u0000), Python's
+** does not: a key or a name we compare is decoded from the text once more
+** when cJSON's copy matches, and "torch_dtype\u0000x" is then another key,
+** as in transformers, and "bfloat16\u0000x" no dtype.
+**
 ** Duplicate keys in an object we read are errors (cJSON would silently take
 ** the first, Python's json the last). For optional keys, null means absent.
 */
 #include "gm/config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <float.h>
 #include <math.h>
@@ -29,6 +35,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gm/buf.h"
 #include "gm/io.h"
 #include "gm/json.h"
 
@@ -50,10 +57,11 @@ typedef struct reader {
 /* the raw text, walked with the validating scanner */
 
 /*
-** Where the value of `item`, a member or element of `parent`, begins. The
-** whole text has passed gm_json_skip, so every step here succeeds.
+** Where the value of `item`, a member or element of `parent`, begins, and
+** (when key is not NULL) where its key does. The whole text has passed
+** gm_json_skip, so every step here succeeds.
 */
-static node child(const reader *r, node parent, const cJSON *item)
+static node child_at(const reader *r, node parent, const cJSON *item, const char **key)
 {
     const char *end = r->end, *err = NULL;
     const char *p = gm_json_ws(parent.text + 1, end); /* past '{' or '[' */
@@ -64,6 +72,8 @@ static node child(const reader *r, node parent, const cJSON *item)
         idx++;
     for (int i = 0; p < end; i++) {
         if (is_object) { /* skip "key" : */
+            if (i == idx && key != NULL)
+                *key = p;
             gm_json_string(p, end, NULL, &p, &err);
             p = gm_json_ws(gm_json_ws(p, end) + 1, end);
         }
@@ -75,30 +85,64 @@ static node child(const reader *r, node parent, const cJSON *item)
     return (node){item, p < end ? p : end};
 }
 
-/* The number's lexeme as text, at most n-1 bytes. */
+static node child(const reader *r, node parent, const cJSON *item)
+{
+    return child_at(r, parent, item, NULL);
+}
+
+/*
+** The string at text, decoded (NUL bytes and all) into *out. cJSON's copy of a
+** string ends at its first NUL (written \u0000), where Python's does not:
+** "torch_dtype\u0000x" is another key, and "bfloat16\u0000" another dtype.
+*/
+static int decode_string(const reader *r, const char *text, gm_buf *out)
+{
+    const char *after = NULL, *err = NULL;
+    out->n = 0;
+    if (gm_json_string(text, r->end, out, &after, &err) != 0)
+        return gm_fail(r->st, GM_ENOMEM, "%s: %s", r->what, err);
+    return GM_OK;
+}
+
+/* Does the string at text hold a NUL, so that cJSON saw only its start? */
+static int has_nul(const reader *r, const char *text, int *nul)
+{
+    gm_buf b = {0};
+    int rc = decode_string(r, text, &b);
+    *nul = rc == GM_OK && b.n > 0 && memchr(b.p, '\0', b.n) != NULL;
+    free(b.p);
+    return rc;
+}
+
+static int in_number(const reader *r, const char *p)
+{
+    return p < r->end && *p != '\0' && strchr("+-.eE0123456789", *p) != NULL;
+}
+
+/* The number's lexeme as text, at most n-1 bytes; a longer one ends in "...". */
 static const char *lexeme(const reader *r, node v, char *buf, size_t n)
 {
     size_t len = 0;
-    while (v.text + len < r->end && len + 1 < n && strchr("+-.eE0123456789", v.text[len]) &&
-           v.text[len] != '\0')
+    while (len + 1 < n && in_number(r, v.text + len))
         len++;
     memcpy(buf, v.text, len);
     buf[len] = '\0';
+    if (in_number(r, v.text + len) && len >= 3)
+        memcpy(buf + len - 3, "...", 3);
     return buf;
 }
 
-/* -?(0|[1-9][0-9]*) */
-static int is_integer_lexeme(const char *s)
+/*
+** -?(0|[1-9][0-9]*): the scanner has checked the number's grammar, so the
+** whole lexeme (however long: lexeme() keeps only its start) is an integer
+** unless it has a fraction or an exponent.
+*/
+static int is_integer_text(const reader *r, node v)
 {
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        return s[1] == '\0';
-    if (*s < '1' || *s > '9')
-        return 0;
-    while (*s >= '0' && *s <= '9')
-        s++;
-    return *s == '\0';
+    for (const char *p = v.text; in_number(r, p); p++)
+        if (*p == '.' || *p == 'e' || *p == 'E')
+            return 0;
+    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -115,13 +159,22 @@ static const char *found(const reader *r, node v, char *buf, size_t n)
     return "an object";
 }
 
-/* Member `key` of object o; .json is NULL when absent. */
+/*
+** Member `key` of object o; .json is NULL when absent. A key that only starts
+** with `key` and then holds a NUL is another key (see decode_string).
+*/
 static node member(const reader *r, node o, const char *key)
 {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(o.json, key);
-    if (item == NULL)
-        return (node){NULL, NULL};
-    return child(r, o, item);
+    for (const cJSON *item = o.json->child; item != NULL; item = item->next) {
+        const char *at = NULL;
+        int nul = 0;
+        if (item->string == NULL || strcmp(item->string, key) != 0)
+            continue;
+        node v = child_at(r, o, item, &at);
+        if (has_nul(r, at, &nul) != GM_OK || !nul) /* out of memory: the key as cJSON has it */
+            return v;
+    }
+    return (node){NULL, NULL};
 }
 
 static int absent_or_null(node v)
@@ -147,10 +200,10 @@ static int as_int(const reader *r, node v, const char *name, int lo, int *out)
     char buf[48];
     const char *text;
 
-    if (!cJSON_IsNumber(v.json) || !is_integer_lexeme(lexeme(r, v, buf, sizeof buf)))
+    if (!cJSON_IsNumber(v.json) || !is_integer_text(r, v))
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be an integer, found %s", r->what,
                        name, found(r, v, buf, sizeof buf));
-    text = buf;
+    text = lexeme(r, v, buf, sizeof buf);
     if (v.json->valuedouble < lo || v.json->valuedouble > INT_MAX)
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be %s, found %s", r->what, name,
                        lo == 1 ? "positive" : "non-negative", text);
@@ -200,14 +253,47 @@ static int read_positive(const reader *r, node o, const char *prefix, const char
     return GM_OK;
 }
 
+/* Keys a and b of object o, as decoded: equal (1) or not (0), or an error. */
+static int same_key(const reader *r, node o, const cJSON *a, const cJSON *b, int *same)
+{
+    const char *at_a = NULL, *at_b = NULL;
+    gm_buf da = {0}, db = {0};
+    int rc;
+
+    *same = 0;
+    if (strcmp(a->string, b->string) != 0)
+        return GM_OK;
+    child_at(r, o, a, &at_a);
+    child_at(r, o, b, &at_b);
+    if ((rc = decode_string(r, at_a, &da)) == GM_OK && (rc = decode_string(r, at_b, &db)) == GM_OK)
+        *same = da.n == db.n && (da.n == 0 || memcmp(da.p, db.p, da.n) == 0);
+    free(da.p);
+    free(db.p);
+    return rc;
+}
+
 /* An object may not repeat a key (cJSON would keep both and find the first). */
 static int check_unique_keys(const reader *r, node o)
 {
+    int same, rc;
     for (const cJSON *a = o.json->child; a != NULL; a = a->next)
-        for (const cJSON *b = a->next; b != NULL; b = b->next)
-            if (strcmp(a->string, b->string) == 0)
+        for (const cJSON *b = a->next; b != NULL; b = b->next) {
+            if ((rc = same_key(r, o, a, b, &same)) != GM_OK)
+                return rc;
+            if (same)
                 return gm_fail(r->st, GM_EFORMAT, "%s: duplicate key '%s'", r->what, a->string);
+        }
     return GM_OK;
+}
+
+/* A string value we compare with names: one that holds a NUL is none of them. */
+static int check_no_nul(const reader *r, node v, const char *name)
+{
+    int nul = 0, rc = has_nul(r, v.text, &nul);
+    if (rc == GM_OK && nul)
+        rc = gm_fail(r->st, GM_EFORMAT, "%s: %s '%s\\u0000...' holds a NUL character", r->what, name,
+                     v.json->valuestring);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -248,6 +334,9 @@ static int read_rope_scaling(const reader *r, node root, gm_rope_scaling *rs)
     if (!cJSON_IsString(type.json))
         return gm_fail(r->st, GM_EFORMAT, "%s: %s.rope_type must be a string, found %s", r->what,
                        prefix, found(r, type, buf, sizeof buf));
+    snprintf(buf, sizeof buf, "%s.rope_type", prefix);
+    if ((rc = check_no_nul(r, type, buf)) != GM_OK)
+        return rc;
     if (strcmp(type.json->valuestring, "default") == 0)
         return GM_OK;
     if (strcmp(type.json->valuestring, "llama3") != 0)
@@ -315,6 +404,7 @@ static int read_eos(const reader *r, node root, gm_config *c)
 static int parse_dtype(const reader *r, node v, const char *key, gm_dtype *out)
 {
     char buf[48];
+    int rc;
 
     if (absent_or_null(v)) {
         *out = GM_DTYPE_NONE;
@@ -323,6 +413,8 @@ static int parse_dtype(const reader *r, node v, const char *key, gm_dtype *out)
     if (!cJSON_IsString(v.json))
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a string, found %s", r->what, key,
                        found(r, v, buf, sizeof buf));
+    if ((rc = check_no_nul(r, v, key)) != GM_OK)
+        return rc;
     if (strcmp(v.json->valuestring, "bfloat16") == 0) *out = GM_DTYPE_BF16;
     else if (strcmp(v.json->valuestring, "float16") == 0) *out = GM_DTYPE_F16;
     else if (strcmp(v.json->valuestring, "float32") == 0) *out = GM_DTYPE_F32;
@@ -375,57 +467,64 @@ static void position(const char *start, const char *p, int *line, int *col)
     }
 }
 
+/*
+** The whole text as JSON, checked as gm_config_parse promises (no NUL byte,
+** RFC 8259, a top-level object without duplicate keys): *doc (to be freed
+** with cJSON_Delete, also on failure) and its root node.
+*/
+static int open_doc(const reader *r, const char *json, size_t len, cJSON **doc, node *root)
+{
+    const char *parse_end = NULL, *err = NULL;
+    const char *p;
+    char buf[48];
+    int line, col;
+
+    *doc = NULL;
+    if (json == NULL || len == 0)
+        return gm_fail(r->st, GM_EFORMAT, "%s: empty file", r->what);
+    // cJSON would take a NUL byte for whitespace or the end of a string
+    p = memchr(json, '\0', len);
+    if (p != NULL) {
+        position(json, p, &line, &col);
+        return gm_fail(r->st, GM_EFORMAT, "%s: NUL byte at line %d, column %d", r->what, line, col);
+    }
+    *doc = cJSON_ParseWithLengthOpts(json, len, &parse_end, 0);
+    p = parse_end ? skip_cjson_ws(parse_end, r->end) : json;
+    if (*doc == NULL || p < r->end) {
+        position(json, p, &line, &col);
+        return gm_fail(r->st, GM_EFORMAT, "%s: %s at line %d, column %d", r->what,
+                       *doc == NULL ? "invalid JSON" : "unexpected data after the JSON value",
+                       line, col);
+    }
+    // the root's text: cJSON skips a UTF-8 byte order mark, then whitespace
+    p = json;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    *root = (node){*doc, gm_json_ws(p, r->end)};
+    // cJSON is lenient where RFC 8259 is not (any byte <= 0x20 as space, 01,
+    // lone surrogates): the scanner that finds the lexemes must accept the text
+    if (gm_json_skip(root->text, r->end, &p, &err) != 0 || gm_json_ws(p, r->end) != r->end) {
+        position(json, p, &line, &col);
+        return gm_fail(r->st, GM_EFORMAT, "%s: invalid JSON: %s at line %d, column %d", r->what,
+                       err ? err : "unexpected data after the JSON value", line, col);
+    }
+    if (!cJSON_IsObject(*doc))
+        return gm_fail(r->st, GM_EFORMAT, "%s: the top level must be an object, found %s", r->what,
+                       found(r, *root, buf, sizeof buf));
+    return check_unique_keys(r, *root);
+}
+
 int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what,
                     gm_status *st)
 {
     reader r = {what ? what : "config.json", json + len, st};
     gm_config cfg = {0};
     cJSON *doc = NULL;
-    const char *parse_end = NULL, *err = NULL;
-    const char *p;
     node root, v;
     char buf[48];
-    int line, col, rc;
+    int rc;
 
-    if (json == NULL || len == 0) {
-        rc = gm_fail(st, GM_EFORMAT, "%s: empty file", r.what);
-        goto out;
-    }
-    // cJSON would take a NUL byte for whitespace or the end of a string
-    p = memchr(json, '\0', len);
-    if (p != NULL) {
-        position(json, p, &line, &col);
-        rc = gm_fail(st, GM_EFORMAT, "%s: NUL byte at line %d, column %d", r.what, line, col);
-        goto out;
-    }
-    doc = cJSON_ParseWithLengthOpts(json, len, &parse_end, 0);
-    p = parse_end ? skip_cjson_ws(parse_end, r.end) : json;
-    if (doc == NULL || p < r.end) {
-        position(json, p, &line, &col);
-        rc = gm_fail(st, GM_EFORMAT, "%s: %s at line %d, column %d", r.what,
-                     doc == NULL ? "invalid JSON" : "unexpected data after the JSON value",
-                     line, col);
-        goto out;
-    }
-    // the root's text: cJSON skips a UTF-8 byte order mark, then whitespace
-    p = json;
-    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
-        p += 3;
-    root = (node){doc, gm_json_ws(p, r.end)};
-    // cJSON is lenient where RFC 8259 is not (any byte <= 0x20 as space, 01,
-    // lone surrogates): the scanner that finds the lexemes must accept the text
-    if (gm_json_skip(root.text, r.end, &p, &err) != 0 || gm_json_ws(p, r.end) != r.end) {
-        position(json, p, &line, &col);
-        rc = gm_fail(st, GM_EFORMAT, "%s: invalid JSON: %s at line %d, column %d", r.what,
-                     err ? err : "unexpected data after the JSON value", line, col);
-        goto out;
-    }
-    if (!cJSON_IsObject(doc)) {
-        rc = gm_fail(st, GM_EFORMAT, "%s: the top level must be an object, found %s", r.what,
-                     found(&r, root, buf, sizeof buf));
-        goto out;
-    }
-    if ((rc = check_unique_keys(&r, root)) != GM_OK)
+    if ((rc = open_doc(&r, json, len, &doc, &root)) != GM_OK)
         goto out;
 
     if ((rc = read_int(&r, root, NULL, "num_hidden_layers", 1, 1, &cfg.n_layers)) ||
@@ -501,4 +600,181 @@ const char *gm_dtype_name(gm_dtype d)
     case GM_DTYPE_F32: return "float32";
     default: return "none";
     }
+}
+
+int gm_config_parse_architecture(const char *json, size_t len, const char *what,
+                                 char *out, size_t size, gm_status *st)
+{
+    reader r = {what ? what : "config.json", json + len, st};
+    cJSON *doc = NULL;
+    node root, archs;
+    int rc;
+
+    if ((rc = open_doc(&r, json, len, &doc, &root)) != GM_OK)
+        goto out;
+    archs = member(&r, root, "architectures");
+    if (archs.json == NULL) {
+        rc = gm_fail(st, GM_EMISSING, "%s: required key 'architectures' is missing", r.what);
+    } else if (!cJSON_IsArray(archs.json) || !cJSON_IsString(archs.json->child)) {
+        rc = gm_fail(st, GM_EFORMAT, "%s: architectures must be a non-empty list of strings", r.what);
+    } else if ((rc = check_no_nul(&r, child(&r, archs, archs.json->child), "architectures[0]")) != GM_OK) {
+        /* holds a NUL: st says so */
+    } else if (strlen(archs.json->child->valuestring) >= size) {
+        rc = gm_fail(st, GM_EFORMAT, "%s: architectures[0] is longer than %zu bytes", r.what,
+                     size ? size - 1 : 0);
+    } else {
+        memcpy(out, archs.json->child->valuestring, strlen(archs.json->child->valuestring) + 1);
+    }
+out:
+    cJSON_Delete(doc);
+    return rc;
+}
+
+int gm_config_read_architecture(const char *path, char *out, size_t size, gm_status *st)
+{
+    char *text = NULL;
+    size_t n = 0;
+    int rc = gm_read_file(path, CONFIG_MAX_BYTES, &text, &n, st);
+    if (rc == GM_OK)
+        rc = gm_config_parse_architecture(text, n, path, out, size, st);
+    free(text);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* comparing two Configs */
+
+/* The line gm_config_diff writes: appends stop at the end and mark the cut. */
+typedef struct diff_line {
+    char *out;
+    size_t size, used;
+    int count;
+} diff_line;
+
+static void diff_put(diff_line *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void diff_put(diff_line *d, const char *fmt, ...)
+{
+    va_list ap;
+    int n = 0;
+
+    if (d->size == 0)
+        return;
+    if (d->used + 1 < d->size) {
+        va_start(ap, fmt);
+        n = vsnprintf(d->out + d->used, d->size - d->used, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < d->size - d->used) {
+            d->used += (size_t)n;
+            return;
+        }
+    }
+    /* no room for all of it: vsnprintf kept what fits and the NUL; end on "..." */
+    d->used = d->size - 1;
+    d->out[d->used] = '\0';
+    if (d->size >= 4)
+        memcpy(d->out + d->size - 4, "...", 3);
+}
+
+/* One differing field: "name (key) is <got>, config.json says <want>". */
+static void diff_field(diff_line *d, const char *field, const char *key, const char *got,
+                       const char *want)
+{
+    diff_put(d, "%s%s%s%s%s is %s, config.json says %s", d->count ? "; " : "", field,
+             key ? " (" : "", key ? key : "", key ? ")" : "", got, want);
+    d->count++;
+}
+
+/*
+** The shortest text that reads back as v: whole numbers in full (500000, not
+** 5e+05), others the shortest %g (1e-06, not 9.9999999999999995e-07).
+*/
+static const char *show_double(double v, char *buf, size_t n)
+{
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, n, "%.0f", v);
+        return buf;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
+static const char *show_eos(const gm_config *c, char *buf, size_t n)
+{
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < c->n_eos_token_ids && i < GM_MAX_EOS && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? ", " : "", c->eos_token_ids[i]);
+    if (used < n)
+        snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+static const char *rope_type_name(gm_rope_type t)
+{
+    return t == GM_ROPE_LLAMA3 ? "llama3" : t == GM_ROPE_DEFAULT ? "default" : "unknown";
+}
+
+static int same_eos(const gm_config *a, const gm_config *b)
+{
+    if (a->n_eos_token_ids != b->n_eos_token_ids)
+        return 0;
+    for (int i = 0; i < a->n_eos_token_ids && i < GM_MAX_EOS; i++)
+        if (a->eos_token_ids[i] != b->eos_token_ids[i])
+            return 0;
+    return 1;
+}
+
+int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size)
+{
+    diff_line d = {out, out ? size : 0, 0, 0};
+    char g[160], w[160];
+
+    if (d.size)
+        out[0] = '\0';
+#define INT_FIELD(f, key)                                                                          \
+    if (got->f != want->f) {                                                                       \
+        snprintf(g, sizeof g, "%d", got->f);                                                       \
+        snprintf(w, sizeof w, "%d", want->f);                                                      \
+        diff_field(&d, #f, key, g, w);                                                             \
+    }
+#define DOUBLE_FIELD(f, key)                                                                       \
+    if (got->f != want->f)                                                                         \
+        diff_field(&d, #f, key, show_double(got->f, g, sizeof g), show_double(want->f, w, sizeof w));
+#define BOOL_FIELD(f, key)                                                                         \
+    if (got->f != want->f)                                                                         \
+        diff_field(&d, #f, key, got->f ? "true" : "false", want->f ? "true" : "false");
+
+    INT_FIELD(n_layers, "num_hidden_layers")
+    INT_FIELD(emb_dim, "hidden_size")
+    INT_FIELD(n_heads, "num_attention_heads")
+    INT_FIELD(n_kv_heads, "num_key_value_heads")
+    INT_FIELD(head_dim, NULL)
+    INT_FIELD(hidden_dim, "intermediate_size")
+    INT_FIELD(vocab_size, NULL)
+    DOUBLE_FIELD(rope_base, "rope_theta")
+    BOOL_FIELD(tie_word_embeddings, NULL)
+    DOUBLE_FIELD(rms_norm_eps, NULL)
+    INT_FIELD(max_position_embeddings, NULL)
+    if (got->rope_scaling.type != want->rope_scaling.type)
+        diff_field(&d, "rope_scaling.type", "rope_scaling.rope_type",
+                   rope_type_name(got->rope_scaling.type), rope_type_name(want->rope_scaling.type));
+    DOUBLE_FIELD(rope_scaling.factor, NULL)
+    DOUBLE_FIELD(rope_scaling.low_freq_factor, NULL)
+    DOUBLE_FIELD(rope_scaling.high_freq_factor, NULL)
+    INT_FIELD(rope_scaling.original_max_position_embeddings, NULL)
+    BOOL_FIELD(qkv_bias, "from architectures[0]")
+    BOOL_FIELD(qk_norm, "from architectures[0]")
+    INT_FIELD(bos_token_id, NULL)
+    if (!same_eos(got, want))
+        diff_field(&d, "eos_token_ids", "eos_token_id", show_eos(got, g, sizeof g),
+                   show_eos(want, w, sizeof w));
+    if (got->dtype != want->dtype)
+        diff_field(&d, "dtype", "torch_dtype", gm_dtype_name(got->dtype), gm_dtype_name(want->dtype));
+#undef INT_FIELD
+#undef DOUBLE_FIELD
+#undef BOOL_FIELD
+    return d.count;
 }

@@ -15,6 +15,9 @@
 **     high_freq_factor, original_max_position_embeddings; "default"/null = none
 **   bos_token_id (absent/null: -1), eos_token_id (int or list; absent/null: none)
 **   torch_dtype or dtype: "bfloat16" | "float16" | "float32"
+**   qkv_bias, qk_norm: not read; they come with the architecture
+**     (generator/lua/families.lua), which the caller knows from the model's
+**     registry entry and sets before comparing
 ** Integer fields must be JSON integers (896.0 is an error naming the key).
 */
 #ifndef GM_CONFIG_H
@@ -77,5 +80,25 @@ int gm_config_read(gm_config *c, const char *path, gm_status *st);
 
 /* "bfloat16", "float16", "float32" or "none". */
 const char *gm_dtype_name(gm_dtype d);
+
+/*
+** config.json's architectures[0] ("Qwen2ForCausalLM") into out (size bytes),
+** the architecture that decides qkv_bias and qk_norm. An error when the key
+** is missing, is not a non-empty list of strings, or the name does not fit.
+*/
+int gm_config_parse_architecture(const char *json, size_t len, const char *what,
+                                 char *out, size_t size, gm_status *st);
+int gm_config_read_architecture(const char *path, char *out, size_t size, gm_status *st);
+
+/*
+** Compare every field of got (a generated Config) with want (config.json's,
+** with qkv_bias and qk_norm set from the architecture); doubles exactly.
+** Returns how many fields differ and writes them to out as one line,
+** "dtype (torch_dtype) is bfloat16, config.json says float32; rms_norm_eps
+** is 1e-06, config.json says 1e-05" (the config.json key in parentheses
+** where its name differs), cut with "..." at size bytes, always
+** NUL-terminated; "" when they are equal. out may be NULL when size is 0.
+*/
+int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size);
 
 #endif

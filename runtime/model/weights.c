@@ -2,7 +2,6 @@
 #include "gm/weights.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

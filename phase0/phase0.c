@@ -3,7 +3,7 @@
 **   gate 1  weights loadable: the generated loader loads every tensor with its shape
 **   gate 2  baseline runnable: the canonical prompt through the bf16 runner gives
 **           finite, non-degenerate logits and a sane top-1
-**   gate 3  config consistent: <id>_config_default() equals config.json
+**   gate 3  config consistent: every field of <id>_config_default(), and the architecture, equal config.json
 ** A short report (or --json), dumps for numpy (--dump), and the verdict
 ** recorded in models/<id>/docs/development_progress/progress.md and TODO.md.
 */

@@ -152,6 +152,40 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
     }
 }
 
+Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
+{
+    /*
+    ** With X holding bf16 values (the runner's bf16 mode), every product x * w
+    ** is exact in f32, so a fused multiply-add and a multiply then an add round
+    ** alike, and each output, one sum in k order, is the same on every tier.
+    ** (In f32 mode they differ in the last bits; gm_matmul_nt's AVX2 dot
+    ** products sum in lanes.) Tiers this CPU lacks are skipped by the dispatch.
+    */
+    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}};
+    gm_pool *pool = gm_pool_new(2);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        float *X = malloc(sizeof(float) * T * K), *Y[2] = {malloc(sizeof(float) * T * N), malloc(sizeof(float) * T * N)};
+        gm_bf16 *W = malloc(2 * (size_t)K * N), *b = malloc(2 * (size_t)N);
+        fill(X, T * K, W, K * N, K);
+        for (int i = 0; i < N; i++)
+            b[i] = gm_f32_to_bf16(0.2f * rnd());
+        for (int round = 0; round < 2; round++) {
+            const char *name[2];
+            for (int portable = 0; portable < 2; portable++) {
+                gm_kernels_force_portable(portable);
+                name[portable] = gm_kernels_name();
+                gm_matmul(pool, Y[portable], X, W, b, T, K, N, round);
+            }
+            cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and %s differ", T,
+                      K, N, round, name[0], name[1]);
+        }
+        free(X), free(Y[0]), free(Y[1]), free(W), free(b);
+    }
+    gm_kernels_force_portable(0);
+    gm_pool_free(pool);
+}
+
 Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)
 {
     enum { N = 1000 + 7 }; /* vector body and a tail */

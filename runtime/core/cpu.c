@@ -3,7 +3,7 @@
 
 #include <stdatomic.h>
 
-enum { UNPROBED = 1u << 31 };
+#define UNPROBED (1u << 31) /* not a feature bit: has not been probed yet */
 
 /* Relaxed atomics: any thread may ask first, and every probe gives the same answer. */
 static atomic_uint has = UNPROBED;

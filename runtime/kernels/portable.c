@@ -1,7 +1,7 @@
 /*
 ** The portable tier: plain C, with the same cache blocking and the same
 ** order of every sum as the wider tiers, so that each output is the same
-** f32 sum. The load-time transposes use SSE2 where the compiler targets it
+** f32 sum (bit for bit where the products are exact: bf16 inputs). The load-time transposes use SSE2 where the compiler targets it
 ** (every x86-64 CPU has it), plain loops elsewhere; conversions are exact
 ** scalar code.
 */

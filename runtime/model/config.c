@@ -7,7 +7,8 @@
 ** members (and an array's elements) in document order, so the value of the
 ** i-th member is found by skipping i members of the same container in the
 ** raw text with the runtime's validating scanner (gm/json.h), which has
-** checked the whole text first (RFC 8259, nesting at most 256 deep). The
+** checked the whole text first (RFC 8259's grammar, nesting at most 256
+** deep; the bytes of strings are not checked for UTF-8, as cJSON does not). The
 ** lexeme found must match -?(0|[1-9][0-9]*): no fraction, no exponent, no
 ** leading zeros. This works at any depth (top-level keys,
 ** rope_scaling/rope_parameters members and eos_token_id elements) and never
@@ -15,9 +16,11 @@
 ** cannot mislead it.
 **
 ** cJSON's copy of a string ends at its first NUL (written \u0000), Python's
-** does not: a key or a name we compare is decoded from the text once more
-** when cJSON's copy matches, and "torch_dtype\u0000x" is then another key,
-** as in transformers, and "bfloat16\u0000x" no dtype.
+** does not: keys are compared as decoded from the text (one walk over the
+** object per lookup, and a sort for the duplicate check, so that a hostile
+** object of many keys costs no more than its size), and a name we compare is
+** checked for a NUL: "torch_dtype\u0000x" is another key, as in
+** transformers, and "bfloat16\u0000x" no dtype.
 **
 ** Duplicate keys in an object we read are errors (cJSON would silently take
 ** the first, Python's json the last). For optional keys, null means absent.
@@ -51,17 +54,18 @@ typedef struct reader {
     const char *what; /* file name for messages */
     const char *end;  /* one past the text */
     gm_status *st;
+    int *oom;         /* set when decoding a key ran out of memory */
 } reader;
 
 /* ------------------------------------------------------------------------ */
 /* the raw text, walked with the validating scanner */
 
 /*
-** Where the value of `item`, a member or element of `parent`, begins, and
-** (when key is not NULL) where its key does. The whole text has passed
-** gm_json_skip, so every step here succeeds.
+** Where the value of `item`, an element of array `parent` (or a member of an
+** object), begins. The whole text has passed gm_json_skip, so every step
+** here succeeds. Linear in the items before it: used on short arrays only.
 */
-static node child_at(const reader *r, node parent, const cJSON *item, const char **key)
+static node child(const reader *r, node parent, const cJSON *item)
 {
     const char *end = r->end, *err = NULL;
     const char *p = gm_json_ws(parent.text + 1, end); /* past '{' or '[' */
@@ -72,8 +76,6 @@ static node child_at(const reader *r, node parent, const cJSON *item, const char
         idx++;
     for (int i = 0; p < end; i++) {
         if (is_object) { /* skip "key" : */
-            if (i == idx && key != NULL)
-                *key = p;
             gm_json_string(p, end, NULL, &p, &err);
             p = gm_json_ws(gm_json_ws(p, end) + 1, end);
         }
@@ -85,9 +87,39 @@ static node child_at(const reader *r, node parent, const cJSON *item, const char
     return (node){item, p < end ? p : end};
 }
 
-static node child(const reader *r, node parent, const cJSON *item)
+/*
+** A walk over an object's members in document order, the text beside cJSON's
+** children: each key decoded as the text has it (NUL bytes and all), each
+** value where its text begins. One pass, linear in the object's size.
+*/
+typedef struct walk {
+    const reader *r;
+    const char *p;      /* the next member's key */
+    const cJSON *item;  /* and its cJSON child */
+    gm_buf key;         /* the current member's key, decoded */
+} walk;
+
+static void walk_start(walk *w, const reader *r, node o)
 {
-    return child_at(r, parent, item, NULL);
+    *w = (walk){r, gm_json_ws(o.text + 1, r->end), o.json->child, {0}};
+}
+
+/* The next member: its key in w->key, its value in *v. 1, or 0 at the end, or -1 out of memory. */
+static int walk_next(walk *w, node *v)
+{
+    const char *end = w->r->end, *err = NULL, *value;
+
+    if (w->item == NULL)
+        return 0;
+    w->key.n = 0;
+    if (gm_json_string(w->p, end, &w->key, &w->p, &err) != 0)
+        return -1;
+    value = gm_json_ws(gm_json_ws(w->p, end) + 1, end); /* past ':' */
+    *v = (node){w->item, value};
+    gm_json_skip(value, end, &w->p, &err);
+    w->p = gm_json_ws(gm_json_ws(w->p, end) + 1, end); /* past ',' */
+    w->item = w->item->next;
+    return 1;
 }
 
 /*
@@ -160,21 +192,27 @@ static const char *found(const reader *r, node v, char *buf, size_t n)
 }
 
 /*
-** Member `key` of object o; .json is NULL when absent. A key that only starts
-** with `key` and then holds a NUL is another key (see decode_string).
+** Member `key` of object o; .json is NULL when absent. Keys compare as
+** decoded from the text, since cJSON's copy of a key ends at its first NUL:
+** "torch_dtype\u0000x" is another key, as in Python's json.
 */
 static node member(const reader *r, node o, const char *key)
 {
-    for (const cJSON *item = o.json->child; item != NULL; item = item->next) {
-        const char *at = NULL;
-        int nul = 0;
-        if (item->string == NULL || strcmp(item->string, key) != 0)
-            continue;
-        node v = child_at(r, o, item, &at);
-        if (has_nul(r, at, &nul) != GM_OK || !nul) /* out of memory: the key as cJSON has it */
-            return v;
-    }
-    return (node){NULL, NULL};
+    const size_t n = strlen(key);
+    node v, found = {NULL, NULL};
+    walk w;
+    int more;
+
+    walk_start(&w, r, o);
+    while ((more = walk_next(&w, &v)) > 0)
+        if (w.key.n == n && (n == 0 || memcmp(w.key.p, key, n) == 0)) {
+            found = v;
+            break;
+        }
+    if (more < 0)
+        *r->oom = 1;
+    free(w.key.p);
+    return found;
 }
 
 static int absent_or_null(node v)
@@ -253,37 +291,67 @@ static int read_positive(const reader *r, node o, const char *prefix, const char
     return GM_OK;
 }
 
-/* Keys a and b of object o, as decoded: equal (1) or not (0), or an error. */
-static int same_key(const reader *r, node o, const cJSON *a, const cJSON *b, int *same)
-{
-    const char *at_a = NULL, *at_b = NULL;
-    gm_buf da = {0}, db = {0};
-    int rc;
+typedef struct key_ref {
+    size_t off, len; /* in the arena of decoded keys */
+    const char *p;   /* set once the arena is whole */
+} key_ref;
 
-    *same = 0;
-    if (strcmp(a->string, b->string) != 0)
-        return GM_OK;
-    child_at(r, o, a, &at_a);
-    child_at(r, o, b, &at_b);
-    if ((rc = decode_string(r, at_a, &da)) == GM_OK && (rc = decode_string(r, at_b, &db)) == GM_OK)
-        *same = da.n == db.n && (da.n == 0 || memcmp(da.p, db.p, da.n) == 0);
-    free(da.p);
-    free(db.p);
-    return rc;
+static int cmp_key(const void *a, const void *b)
+{
+    const key_ref *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return x->len ? memcmp(x->p, y->p, x->len) : 0;
 }
 
-/* An object may not repeat a key (cJSON would keep both and find the first). */
+/*
+** An object may not repeat a key (cJSON would keep both and find the first,
+** Python's json the last). Keys compare as decoded, NUL bytes and all; they
+** are sorted, so a hostile object of many keys costs n log n.
+*/
 static int check_unique_keys(const reader *r, node o)
 {
-    int same, rc;
-    for (const cJSON *a = o.json->child; a != NULL; a = a->next)
-        for (const cJSON *b = a->next; b != NULL; b = b->next) {
-            if ((rc = same_key(r, o, a, b, &same)) != GM_OK)
-                return rc;
-            if (same)
-                return gm_fail(r->st, GM_EFORMAT, "%s: duplicate key '%s'", r->what, a->string);
+    size_t n = 0, k = 0;
+    gm_buf arena = {0};
+    key_ref *keys = NULL;
+    walk w;
+    node v;
+    int more = 0, rc = GM_OK;
+
+    for (const cJSON *c = o.json->child; c != NULL; c = c->next)
+        n++;
+    if (n < 2)
+        return GM_OK;
+    if ((keys = malloc(n * sizeof *keys)) == NULL) {
+        more = -1;
+        goto out;
+    }
+    walk_start(&w, r, o);
+    while (k < n && (more = walk_next(&w, &v)) > 0) {
+        keys[k++] = (key_ref){arena.n, w.key.n, NULL};
+        if (gm_buf_put(&arena, w.key.p, w.key.n) != 0) {
+            more = -1;
+            break;
         }
-    return GM_OK;
+    }
+    free(w.key.p);
+    if (more < 0)
+        goto out;
+    for (size_t i = 0; i < k; i++)
+        keys[i].p = arena.p ? arena.p + keys[i].off : "";
+    qsort(keys, k, sizeof *keys, cmp_key);
+    for (size_t i = 1; i < k; i++)
+        if (cmp_key(&keys[i - 1], &keys[i]) == 0) {
+            rc = gm_fail(r->st, GM_EFORMAT, "%s: duplicate key '%.*s'", r->what,
+                         (int)strnlen(keys[i].p, keys[i].len), keys[i].p);
+            break;
+        }
+out:
+    if (more < 0)
+        rc = gm_fail(r->st, GM_ENOMEM, "%s: out of memory", r->what);
+    free(keys);
+    free(arena.p);
+    return rc;
 }
 
 /* A string value we compare with names: one that holds a NUL is none of them. */
@@ -517,7 +585,8 @@ static int open_doc(const reader *r, const char *json, size_t len, cJSON **doc, 
 int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what,
                     gm_status *st)
 {
-    reader r = {what ? what : "config.json", json + len, st};
+    int oom = 0;
+    reader r = {what ? what : "config.json", json + len, st, &oom};
     gm_config cfg = {0};
     cJSON *doc = NULL;
     node root, v;
@@ -574,9 +643,13 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
         (rc = read_dtype(&r, root, &cfg.dtype)))
         goto out;
 
+    if (oom)
+        goto out;
     *c = cfg;
     rc = GM_OK;
 out:
+    if (oom) /* a key could not be decoded: whatever followed is unfounded */
+        rc = gm_fail(st, GM_ENOMEM, "%s: out of memory", r.what);
     cJSON_Delete(doc);
     return rc;
 }
@@ -605,7 +678,8 @@ const char *gm_dtype_name(gm_dtype d)
 int gm_config_parse_architecture(const char *json, size_t len, const char *what,
                                  char *out, size_t size, gm_status *st)
 {
-    reader r = {what ? what : "config.json", json + len, st};
+    int oom = 0;
+    reader r = {what ? what : "config.json", json + len, st, &oom};
     cJSON *doc = NULL;
     node root, archs;
     int rc;
@@ -626,6 +700,8 @@ int gm_config_parse_architecture(const char *json, size_t len, const char *what,
         memcpy(out, archs.json->child->valuestring, strlen(archs.json->child->valuestring) + 1);
     }
 out:
+    if (oom)
+        rc = gm_fail(st, GM_ENOMEM, "%s: out of memory", r.what);
     cJSON_Delete(doc);
     return rc;
 }

@@ -109,7 +109,8 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
             n_pieces += rows ? (rows + step - 1) / step : 1;
         }
     }
-    if (!(p->pieces = calloc(n_pieces, sizeof *p->pieces)) || !(p->errors = calloc(n_pieces, sizeof *p->errors)))
+    if (!(p->pieces = calloc(n_pieces ? n_pieces : 1, sizeof *p->pieces)) ||
+        !(p->errors = calloc(n_pieces ? n_pieces : 1, sizeof *p->errors)))
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
     for (size_t i = 0; i < p->n_items; i++) {
         const item *it = &p->items[i];

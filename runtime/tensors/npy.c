@@ -235,7 +235,11 @@ int gm_npy_read(const char *path, gm_npy *out, gm_status *st)
     memset(out, 0, sizeof *out);
     memset(&a, 0, sizeof a);
     gm_status_clear(st);
-    if (gm_read_file(path, NPY_MAX_FILE, (char **)&file, &len, st) || parse_preamble(file, len, &start, &hlen, path, st) ||
+    char *text = NULL;
+    if (gm_read_file(path, NPY_MAX_FILE, &text, &len, st))
+        goto out;
+    file = (uint8_t *)text;
+    if (parse_preamble(file, len, &start, &hlen, path, st) ||
         parse_dict((const char *)file + start, hlen, &a, path, st))
         goto out;
     if (!npy_count(a.rank, a.shape, &a.count, &bytes)) {

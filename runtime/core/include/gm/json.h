@@ -1,8 +1,9 @@
 /*
-** A small validating JSON scanner over a byte range, RFC 8259 to the letter:
+** A small validating JSON scanner over a byte range, to RFC 8259's grammar:
 ** strings without raw control bytes, only the known escapes, surrogate
 ** escapes in pairs; numbers in JSON's grammar; nesting at most
-** GM_JSON_MAX_DEPTH. It builds no tree: it skips values and decodes strings
+** GM_JSON_MAX_DEPTH. It does not check that the bytes of a string are UTF-8
+** (nor does cJSON); a reader that needs that calls gm_utf8_check. It builds no tree: it skips values and decodes strings
 ** where they lie, so a reader can see a value's own text.
 **
 ** Two readers use it where a tree is not enough: the tokenizer, for the

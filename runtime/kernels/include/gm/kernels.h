@@ -4,8 +4,12 @@
 ** bf16 when asked, which is how Hugging Face's bf16 linears behave.
 ** Work is split over the pool's threads by output columns. The widest tier
 ** the CPU has (gm/cpu.h) runs: AVX2+FMA, or the portable one, which uses
-** the same cache blocking and gives the same bits. The same choice serves
-** the load-time transposes at the end of this header.
+** the same cache blocking and the same order of every sum. Where X holds
+** bf16 values (the runner's bf16 mode) every product is exact in f32, and
+** gm_matmul and gm_matmul_outs give the same bits on every tier; in f32 mode
+** a fused multiply-add and a multiply-then-add differ in the last bits, and
+** gm_matmul_nt's AVX2 dot products sum in lanes. The same choice of tier
+** serves the load-time transposes at the end of this header.
 */
 #ifndef GM_KERNELS_H
 #define GM_KERNELS_H

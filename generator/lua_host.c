@@ -269,9 +269,6 @@ static bool config_bool(lua_State *L, int idx, const char *key)
 
 static void to_config(lua_State *L, int idx, gm_config *c)
 {
-    static const struct { const char *name; gm_dtype dtype; } dtypes[] = {
-        {"none", GM_DTYPE_NONE}, {"bfloat16", GM_DTYPE_BF16}, {"float16", GM_DTYPE_F16}, {"float32", GM_DTYPE_F32},
-    };
     memset(c, 0, sizeof *c);
     c->n_layers = config_int(L, idx, "n_layers");
     c->emb_dim = config_int(L, idx, "emb_dim");
@@ -318,12 +315,12 @@ static void to_config(lua_State *L, int idx, gm_config *c)
 
     field(L, idx, "dtype", LUA_TSTRING, "a string");
     const char *dtype = lua_tostring(L, -1);
-    size_t k = 0;
-    while (k < sizeof dtypes / sizeof dtypes[0] && strcmp(dtype, dtypes[k].name) != 0)
-        k++;
-    if (k == sizeof dtypes / sizeof dtypes[0])
+    gm_dtype d = GM_DTYPE_NONE; /* the names are gm_dtype_name's */
+    while (d <= GM_DTYPE_F32 && strcmp(dtype, gm_dtype_name(d)) != 0)
+        d++;
+    if (d > GM_DTYPE_F32)
         luaL_error(L, "gen.check_config: Config.dtype '%s' is not a dtype", dtype);
-    c->dtype = dtypes[k].dtype;
+    c->dtype = d;
     lua_pop(L, 1);
 }
 

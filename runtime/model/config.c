@@ -61,28 +61,19 @@ typedef struct reader {
 /* the raw text, walked with the validating scanner */
 
 /*
-** Where the value of `item`, an element of array `parent` (or a member of an
-** object), begins. The whole text has passed gm_json_skip, so every step
-** here succeeds. Linear in the items before it: used on short arrays only.
+** Where the value of `item`, an element of array `parent`, begins (an
+** object's members are walked below). The whole text has passed
+** gm_json_skip, so every step here succeeds. Linear in the elements before
+** it: used on short arrays only.
 */
-static node child(const reader *r, node parent, const cJSON *item)
+static node element(const reader *r, node parent, const cJSON *item)
 {
     const char *end = r->end, *err = NULL;
-    const char *p = gm_json_ws(parent.text + 1, end); /* past '{' or '[' */
-    int is_object = cJSON_IsObject(parent.json);
-    int idx = 0;
+    const char *p = gm_json_ws(parent.text + 1, end); /* past '[' */
 
-    for (const cJSON *c = parent.json->child; c != NULL && c != item; c = c->next)
-        idx++;
-    for (int i = 0; p < end; i++) {
-        if (is_object) { /* skip "key" : */
-            gm_json_string(p, end, NULL, &p, &err);
-            p = gm_json_ws(gm_json_ws(p, end) + 1, end);
-        }
-        if (i == idx)
-            break;
+    for (const cJSON *c = parent.json->child; c != NULL && c != item && p < end; c = c->next) {
         gm_json_skip(p, end, &p, &err);
-        p = gm_json_ws(gm_json_ws(p, end) + 1, end); /* ',' */
+        p = gm_json_ws(gm_json_ws(p, end) + 1, end); /* past ',' */
     }
     return (node){item, p < end ? p : end};
 }
@@ -120,30 +111,6 @@ static int walk_next(walk *w, node *v)
     w->p = gm_json_ws(gm_json_ws(w->p, end) + 1, end); /* past ',' */
     w->item = w->item->next;
     return 1;
-}
-
-/*
-** The string at text, decoded (NUL bytes and all) into *out. cJSON's copy of a
-** string ends at its first NUL (written \u0000), where Python's does not:
-** "torch_dtype\u0000x" is another key, and "bfloat16\u0000" another dtype.
-*/
-static int decode_string(const reader *r, const char *text, gm_buf *out)
-{
-    const char *after = NULL, *err = NULL;
-    out->n = 0;
-    if (gm_json_string(text, r->end, out, &after, &err) != 0)
-        return gm_fail(r->st, GM_ENOMEM, "%s: %s", r->what, err);
-    return GM_OK;
-}
-
-/* Does the string at text hold a NUL, so that cJSON saw only its start? */
-static int has_nul(const reader *r, const char *text, int *nul)
-{
-    gm_buf b = {0};
-    int rc = decode_string(r, text, &b);
-    *nul = rc == GM_OK && b.n > 0 && memchr(b.p, '\0', b.n) != NULL;
-    free(b.p);
-    return rc;
 }
 
 static int in_number(const reader *r, const char *p)
@@ -354,13 +321,23 @@ out:
     return rc;
 }
 
-/* A string value we compare with names: one that holds a NUL is none of them. */
+/*
+** A string value we compare with names, decoded from the text: cJSON's copy
+** ends at its first NUL (written \u0000), so "bfloat16\u0000x" would pass for
+** bfloat16; one that holds a NUL is none of the names.
+*/
 static int check_no_nul(const reader *r, node v, const char *name)
 {
-    int nul = 0, rc = has_nul(r, v.text, &nul);
-    if (rc == GM_OK && nul)
+    const char *after = NULL, *err = NULL;
+    gm_buf b = {0};
+    int rc = GM_OK;
+
+    if (gm_json_string(v.text, r->end, &b, &after, &err) != 0)
+        rc = gm_fail(r->st, GM_ENOMEM, "%s: %s", r->what, err);
+    else if (b.n > 0 && memchr(b.p, '\0', b.n) != NULL)
         rc = gm_fail(r->st, GM_EFORMAT, "%s: %s '%s\\u0000...' holds a NUL character", r->what, name,
                      v.json->valuestring);
+    free(b.p);
     return rc;
 }
 
@@ -462,7 +439,7 @@ static int read_eos(const reader *r, node root, gm_config *c)
                        cJSON_GetArraySize(v.json), GM_MAX_EOS);
     for (const cJSON *e = v.json->child; e != NULL; e = e->next) {
         snprintf(name, sizeof name, "eos_token_id[%d]", c->n_eos_token_ids);
-        if ((rc = as_int(r, child(r, v, e), name, 0, &c->eos_token_ids[c->n_eos_token_ids])))
+        if ((rc = as_int(r, element(r, v, e), name, 0, &c->eos_token_ids[c->n_eos_token_ids])))
             return rc;
         c->n_eos_token_ids++;
     }
@@ -691,7 +668,7 @@ int gm_config_parse_architecture(const char *json, size_t len, const char *what,
         rc = gm_fail(st, GM_EMISSING, "%s: required key 'architectures' is missing", r.what);
     } else if (!cJSON_IsArray(archs.json) || !cJSON_IsString(archs.json->child)) {
         rc = gm_fail(st, GM_EFORMAT, "%s: architectures must be a non-empty list of strings", r.what);
-    } else if ((rc = check_no_nul(&r, child(&r, archs, archs.json->child), "architectures[0]")) != GM_OK) {
+    } else if ((rc = check_no_nul(&r, element(&r, archs, archs.json->child), "architectures[0]")) != GM_OK) {
         /* holds a NUL: st says so */
     } else if (strlen(archs.json->child->valuestring) >= size) {
         rc = gm_fail(st, GM_EFORMAT, "%s: architectures[0] is longer than %zu bytes", r.what,

@@ -22,6 +22,8 @@
 
 #include "embedded.h"
 #include "gm/config.h"
+#include "gm/cpu.h"
+#include "gm/kernels.h"
 #include "gm/npy.h"
 #include "gm/pool.h"
 #include "gm/registry.h"
@@ -63,6 +65,9 @@ static const char usage[] =
     "  --threads N     threads for the loader and the runner (default: GM_THREADS, else every core)\n"
     "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
     "  --no-record     leave progress.md and TODO.md alone\n"
+    "\n"
+    "environment: GM_ISA=amx|avx512|avx2|portable runs that kernel tier instead of the widest this CPU has\n"
+    "(the report names the tier that ran); GM_THREADS as --threads\n"
     "\n"
     "exit status: 0 all gates pass; 1 a gate failed; 2 usage; 4 file system error\n";
 
@@ -430,8 +435,8 @@ static void print_text(const run *r)
             free(text);
         }
     }
-    printf("Phase 0: %s  (load %.2f s, prefill %.3f s)\n", all_pass(r) ? "PASS" : "FAIL", r->load_seconds,
-           r->prefill_seconds);
+    printf("Phase 0: %s  (load %.2f s, prefill %.3f s; kernels: %s)\n", all_pass(r) ? "PASS" : "FAIL",
+           r->load_seconds, r->prefill_seconds, gm_kernels_name());
 }
 
 static cJSON *report_json(const run *r)
@@ -473,6 +478,7 @@ static cJSON *report_json(const run *r)
         cJSON_AddNumberToObject(j, "logits_std", r->logits_std);
         cJSON_AddNumberToObject(j, "entropy_ratio", r->entropy_ratio);
     }
+    cJSON_AddStringToObject(j, "kernels", gm_kernels_name()); /* the instruction-set tier that ran: GM_ISA's names */
     cJSON_AddNumberToObject(j, "load_seconds", r->load_seconds);
     cJSON_AddNumberToObject(j, "prefill_seconds", r->prefill_seconds);
     if (r->decoded) {
@@ -618,6 +624,11 @@ int main(int argc, char **argv)
         GM_FOR_EACH_MODEL(e, GM_PHASE0_MODELS)
             fprintf(stderr, " %s", e->id);
         fprintf(stderr, ")\n");
+        return EXIT_USAGE;
+    }
+    gm_status isa = {0};
+    if (gm_isa_check(&isa)) {
+        fprintf(stderr, "phase0: %s\n", isa.msg);
         return EXIT_USAGE;
     }
     if (instruct && !r.prompt)

@@ -1,7 +1,7 @@
 /*
 ** The matrix kernels against the plain reference kernel, on awkward shapes
 ** (one row, rows not a multiple of 4, columns not a multiple of 8, k-blocks
-** with a tail), on the AVX2 path and the portable one, with and without bias
+** with a tail), on every tier this CPU runs, with and without bias
 ** and rounding; and the vectorized rounding on its edge cases.
 */
 #include <criterion/criterion.h>
@@ -20,9 +20,22 @@ static float rnd(void)
     return (float)((seed >> 9) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
-static void check_shapes(int portable, gm_pool *pool)
+/*
+** The tiers this CPU runs, each selected in turn: for (const char *const *t = gm_kernels_tiers(); *t; t++) if
+** (use(*t)) ... ; a tier it lacks is logged as not available, never run. done() restores the automatic choice.
+*/
+static int use(const char *tier)
 {
-    gm_kernels_force_portable(portable);
+    if (gm_kernels_select(tier) == 0)
+        return 1;
+    cr_log_info("%s: not available on this CPU", tier);
+    return 0;
+}
+static void done(void) { gm_kernels_select(NULL); }
+#define EACH_TIER(t) for (const char *const *t##_ = gm_kernels_tiers(), *t; (t = *t##_) != NULL; t##_++) if (use(t))
+
+static void check_shapes(const char *tier, gm_pool *pool)
+{
     const int shapes[][3] = {{1, 64, 96}, {1, 300, 1000}, {3, 17, 5}, {5, 260, 200}, {32, 513, 390}, {7, 8, 8},
                              {4, 1, 24}, {33, 96, 263}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -46,29 +59,30 @@ static void check_shapes(int portable, gm_pool *pool)
                 for (int i = 0; i < T * N; i++) /* summation orders differ: a bf16 ulp at most */
                     cr_assert(fabsf(Y[i] - R[i]) <= 0.0079f * fabsf(R[i]) + 1e-5f,
                               "%s T=%d K=%d N=%d round=%d bias=%d: [%d] %g, reference %g",
-                              portable ? "portable" : gm_kernels_name(), T, K, N, round, bias, i, Y[i], R[i]);
+                              tier, T, K, N, round, bias, i, Y[i], R[i]);
             }
         gm_matmul_nt(pool, Y, X, Wn, T, K, N, 0);
         gm_matmul_reference(R, X, W, NULL, T, K, N, 0);
         for (int i = 0; i < T * N; i++)
-            cr_assert(fabsf(Y[i] - R[i]) <= 1e-4f * (1 + fabsf(R[i])), "nt T=%d K=%d N=%d: [%d] %g, reference %g", T,
-                      K, N, i, Y[i], R[i]);
+            cr_assert(fabsf(Y[i] - R[i]) <= 1e-4f * (1 + fabsf(R[i])), "%s nt T=%d K=%d N=%d: [%d] %g, reference %g",
+                      tier, T, K, N, i, Y[i], R[i]);
         free(X), free(Y), free(R), free(W), free(b), free(Wn), free(Wt);
     }
-    gm_kernels_force_portable(0);
 }
 
 Test(kernels, agree_with_the_reference_on_awkward_shapes_one_thread)
 {
-    check_shapes(0, NULL);
-    check_shapes(1, NULL);
+    EACH_TIER(t)
+        check_shapes(t, NULL);
+    done();
 }
 
 Test(kernels, agree_with_the_reference_on_two_threads)
 {
     gm_pool *p = gm_pool_new(2);
-    check_shapes(0, p);
-    check_shapes(1, p);
+    EACH_TIER(t)
+        check_shapes(t, p);
+    done();
     gm_pool_free(p);
 }
 
@@ -84,8 +98,7 @@ Test(kernels, round_outputs_to_nearest_even_with_canonical_nan)
         W[i] = (i / N == i % N) ? 0x3F80 : 0; /* the identity */
     for (int i = 0; i < N; i++)
         memcpy(&X[i * N + i], &cases[i], 4);
-    for (int portable = 0; portable < 2; portable++) {
-        gm_kernels_force_portable(portable);
+    EACH_TIER(t) {
         gm_matmul(NULL, Y, X, W, NULL, N, N, N, 1);
         for (int i = 0; i < N; i++) {
             float want;
@@ -94,10 +107,10 @@ Test(kernels, round_outputs_to_nearest_even_with_canonical_nan)
             uint32_t a, b;
             memcpy(&a, &Y[i * N + i], 4);
             memcpy(&b, &want, 4);
-            cr_assert_eq(a, b, "case 0x%08x: 0x%08x, expected 0x%08x", cases[i], a, b);
+            cr_assert_eq(a, b, "%s, case 0x%08x: 0x%08x, expected 0x%08x", t, cases[i], a, b);
         }
     }
-    gm_kernels_force_portable(0);
+    done();
 }
 
 /* Random inputs for the tests below: X rounded to bf16 as activations are, W scaled as a projection. */
@@ -121,8 +134,7 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
     enum { K = 300, MAXN = 1000, OUTS = 7 };
     for (int threads = 2; threads <= 3; threads++) {
         gm_pool *pool = gm_pool_new(threads);
-        for (int portable = 0; portable < 2; portable++) {
-            gm_kernels_force_portable(portable);
+        EACH_TIER(t) {
             const int Ts[] = {1, 7, 33};
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
                 const int T = Ts[ti];
@@ -147,7 +159,7 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
                 free(X), free(R);
             }
         }
-        gm_kernels_force_portable(0);
+        done();
         gm_pool_free(pool);
     }
 }
@@ -171,25 +183,35 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
         for (int round = 0; round < 2; round++) {
-            const char *name[2];
-            for (int portable = 0; portable < 2; portable++) {
-                gm_kernels_force_portable(portable);
-                name[portable] = gm_kernels_name();
-                gm_matmul(pool, Y[portable], X, W, b, T, K, N, round);
+            gm_kernels_select("portable");
+            gm_matmul(pool, Y[0], X, W, b, T, K, N, round);
+            EACH_TIER(t) {
+                gm_matmul(pool, Y[1], X, W, b, T, K, N, round);
+                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and portable differ",
+                          T, K, N, round, t);
             }
-            cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and %s differ", T,
-                      K, N, round, name[0], name[1]);
         }
         free(X), free(Y[0]), free(Y[1]), free(W), free(b);
     }
-    gm_kernels_force_portable(0);
+    done();
     gm_pool_free(pool);
 }
 
-Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)
+/* The three element-wise steps of the current tier, into r[0..3). */
+static void element_wise(float r[3][1007], const float *x, const float *y, const gm_bf16 *w, const float *g,
+                         const float *u, int n, int round)
+{
+    memcpy(r[0], x, sizeof(float) * n);
+    gm_add_round(r[0], y, n, round);
+    gm_norm_scale(r[1], x, w, 0.37f, n, round);
+    memcpy(r[2], g, sizeof(float) * n);
+    gm_swiglu(r[2], u, n, round);
+}
+
+Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
 {
     enum { N = 1000 + 7 }; /* vector body and a tail */
-    float x[N], y[N], w32[N], a[N], b[N], g[N], u[N];
+    float x[N], y[N], w32[N], g[N], u[N];
     gm_bf16 w[N];
     for (int i = 0; i < N; i++) {
         x[i] = 4.0f * rnd(), y[i] = 4.0f * rnd(), w32[i] = 1.0f + 0.1f * rnd();
@@ -197,38 +219,30 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_both_paths)
     }
     x[3] = NAN, g[5] = -INFINITY, g[6] = 90.0f, g[7] = -90.0f; /* NaN canonical, exp overflow and underflow */
     for (int round = 0; round < 2; round++) {
-        float r[2][3][N];
-        for (int portable = 0; portable < 2; portable++) {
-            gm_kernels_force_portable(portable);
-            memcpy(a, x, sizeof a);
-            gm_add_round(a, y, N, round);
-            memcpy(r[portable][0], a, sizeof a);
-            gm_norm_scale(b, x, w, 0.37f, N, round);
-            memcpy(r[portable][1], b, sizeof b);
-            memcpy(a, g, sizeof a);
-            gm_swiglu(a, u, N, round);
-            memcpy(r[portable][2], a, sizeof a);
+        static float ref[3][N], r[3][N];
+        gm_kernels_select("portable");
+        element_wise(ref, x, y, w, g, u, N, round);
+        EACH_TIER(t) {
+            element_wise(r, x, y, w, g, u, N, round);
+            for (int f = 0; f < 3; f++)
+                cr_assert(memcmp(r[f], ref[f], sizeof r[f]) == 0, "step %d round=%d: %s and portable differ", f, round, t);
         }
-        for (int f = 0; f < 3; f++)
-            cr_assert(memcmp(r[0][f], r[1][f], sizeof r[0][f]) == 0, "step %d round=%d: AVX2 and portable differ", f,
-                      round);
         /* and each is the single rounding it promises */
         for (int i = 0; i < N; i++) {
             const float add = x[i] + y[i];
             const float want = round ? gm_bf16_to_f32(gm_f32_to_bf16(add)) : add;
-            cr_assert(memcmp(&r[0][0][i], &want, 4) == 0 || (isnan(want) && isnan(r[0][0][i])), "add [%d]", i);
+            cr_assert(memcmp(&ref[0][i], &want, 4) == 0 || (isnan(want) && isnan(ref[0][i])), "add [%d]", i);
         }
     }
-    gm_kernels_force_portable(0);
+    done();
 }
 
 Test(kernels, convert_rows_transposes_awkward_shapes_exactly_on_every_tier)
 {
     /* rows and columns around the 32 x 16 and 8 x 8 blocks; row ranges that do not start at 0 */
     const size_t shapes[][2] = {{32, 16}, {33, 17}, {64, 48}, {70, 40}, {257, 300}, {5, 3}, {1, 1}, {96, 1536}};
-    for (int portable = 0; portable < 2; portable++)
+    EACH_TIER(t)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        gm_kernels_force_portable(portable);
         const size_t rows = shapes[s][0], cols = shapes[s][1];
         gm_bf16 *src = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
         for (size_t i = 0; i < rows * cols; i++)
@@ -239,8 +253,8 @@ Test(kernels, convert_rows_transposes_awkward_shapes_exactly_on_every_tier)
         gm_convert_rows(dst, src + cut * cols, GM_SRC_BF16, rows, cols, cut, rows, 1);
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < cols; c++)
-                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%s, %zux%zu: [%zu][%zu]", gm_kernels_name(), rows, cols, r, c);
+                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%s, %zux%zu: [%zu][%zu]", t, rows, cols, r, c);
         free(src), free(dst);
     }
-    gm_kernels_force_portable(0);
+    done();
 }

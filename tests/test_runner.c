@@ -254,8 +254,9 @@ Test(runner, greedy_decode_with_the_kv_cache_gives_hf_tokens, .timeout = 120)
 
 Test(runner, the_portable_kernels_agree_with_hf_too, .timeout = 120)
 {
-    gm_kernels_force_portable(1);
+    gm_kernels_select("portable");
     each_golden(check_bf16);
+    gm_kernels_select(NULL);
 }
 
 Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)

@@ -5,8 +5,10 @@
 */
 #include "gm/kernels.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gm/cpu.h"
 #include "kernels_impl.h"
@@ -18,16 +20,55 @@ enum {
     GEMV_MIN = 64 /* one-row parts are whole multiples of this many columns */
 };
 
-/* The widest tier this CPU runs. */
+/*
+** The tiers, widest first. Without a selection the first whose instructions
+** the CPU has (and GM_ISA allows: gm_cpu_features) runs; the software models
+** of the wider tiers (model set) run only when a test selects them.
+*/
+static const gm_tier *const tiers[] = {&gm_tier_avx2, &gm_tier_portable};
+
+static _Atomic(const gm_tier *) selected; /* gm_kernels_select's choice; NULL: the widest */
+
+static int runs_here(const gm_tier *k) { return (gm_cpu_features() & k->needs) == k->needs; }
+
 static const gm_tier *tier(void)
 {
-    const unsigned avx2 = GM_CPU_AVX2 | GM_CPU_FMA;
-    return (gm_cpu_features() & avx2) == avx2 ? &gm_tier_avx2 : &gm_tier_portable;
+    const gm_tier *k = atomic_load_explicit(&selected, memory_order_relaxed);
+    if (k)
+        return k;
+    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+        if (!tiers[i]->model && runs_here(tiers[i]))
+            return tiers[i];
+    return &gm_tier_portable;
 }
+
+const gm_tier *gm_tier_current(void) { return tier(); }
 
 const char *gm_kernels_name(void) { return tier()->name; }
 
-void gm_kernels_force_portable(int on) { gm_cpu_allow(on ? 0 : ~0u); }
+int gm_kernels_select(const char *name)
+{
+    if (!name) {
+        atomic_store_explicit(&selected, NULL, memory_order_relaxed);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+        if (!strcmp(tiers[i]->name, name)) {
+            if (!runs_here(tiers[i]))
+                return -1;
+            atomic_store_explicit(&selected, tiers[i], memory_order_relaxed);
+            return 0;
+        }
+    return -1;
+}
+
+const char *const *gm_kernels_tiers(void)
+{
+    static const char *names[sizeof tiers / sizeof tiers[0] + 1];
+    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+        names[i] = tiers[i]->name;
+    return names;
+}
 
 /* One row of X is memory-bound: n columns or rows split into one run per thread, whole multiples of GEMV_MIN. */
 static int per_thread(int n, int threads)

@@ -30,7 +30,9 @@ typedef struct gm_band {
 } gm_band;
 
 typedef struct gm_tier {
-    const char *name; /* what gm_kernels_name() reports */
+    const char *name; /* what gm_kernels_name() reports: GM_ISA's name, or a model's */
+    unsigned needs;   /* the GM_CPU_* extensions it runs on */
+    int model;        /* a software model of a wider tier, run only when selected */
 
     /* the band above: many rows of X */
     void (*band)(const gm_band *b);
@@ -59,6 +61,9 @@ typedef struct gm_tier {
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
 } gm_tier;
+
+/* The tier that runs now (dispatch.c). */
+const gm_tier *gm_tier_current(void);
 
 extern const gm_tier gm_tier_portable;
 extern const gm_tier gm_tier_avx2;

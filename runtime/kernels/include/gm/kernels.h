@@ -3,8 +3,7 @@
 ** accumulation. Each output is one f32 sum (plus the bias) rounded once to
 ** bf16 when asked, which is how Hugging Face's bf16 linears behave.
 ** Work is split over the pool's threads by output columns. The widest tier
-** the CPU has (gm/cpu.h) runs: AVX2+FMA, or the portable one, which uses
-** the same cache blocking and the same order of every sum. Where X holds
+** the CPU has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one. Where X holds
 ** bf16 values (the runner's bf16 mode) every product is exact in f32, and
 ** gm_matmul and gm_matmul_outs give the same bits on every tier; in f32 mode
 ** a fused multiply-add and a multiply-then-add differ in the last bits, and
@@ -58,11 +57,24 @@ void gm_add_round(float *x, const float *y, int n, int round);                  
 void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);   /* y = r(w r(x inv)) */
 void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + expf(-g))) u): SiLU(gate) * up */
 
-/* "avx2+fma" or "portable": what the kernels above and below use. */
+/*
+** The instruction-set tier the kernels above and below use: "amx",
+** "avx512", "avx2" or "portable", as GM_ISA names them (gm/cpu.h), the
+** widest this CPU has unless GM_ISA or gm_kernels_select says otherwise.
+*/
 const char *gm_kernels_name(void);
 
-/* Force the portable kernels (1) or let the CPU decide (0), for tests and benchmarks: gm_cpu_allow(0) or (~0u). */
-void gm_kernels_force_portable(int on);
+/*
+** For tests and benchmarks: run the named tier from now on, one of
+** gm_kernels_tiers() (the tiers above and the software models of the wider
+** ones, "amx-model" and "avx512-model", which run their kernels' source on
+** a CPU without those instructions); NULL: the automatic choice again.
+** Returns 0, or -1 when the name is unknown or this CPU cannot run it.
+*/
+int gm_kernels_select(const char *name);
+
+/* Every tier's name, widest first, NULL-terminated: available here or not. */
+const char *const *gm_kernels_tiers(void);
 
 /* The plain reference: one dot product per output, no blocking, one thread. */
 void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,

@@ -164,20 +164,68 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
     }
 }
 
+/* The tiers whose products of two or more rows run on AMX tiles, in TDPBF16PS's order of the sums. */
+static int tiles(const char *tier) { return !strncmp(tier, "amx", 3); }
+
+static float daz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
+
+/*
+** One output as TDPBF16PS sums it, written here from the Intel SDM apart
+** from the kernels' model: for each 32 values of k (one instruction, zeros
+** past K), the even and the odd products summed apart, each step rounded to
+** nearest even with denormals flushed to zero; then the two added, and that
+** to the output.
+*/
+static float tile_order(const float *x, const gm_bf16 *W, int K, int N, int n)
+{
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        float even = 0.0f, odd = 0.0f;
+        for (int k = k0; k < k0 + 32; k += 2) {
+            const float x0 = k < K ? x[k] : 0.0f, x1 = k + 1 < K ? x[k + 1] : 0.0f;
+            const float w0 = k < K ? gm_bf16_to_f32(W[(long)k * N + n]) : 0.0f;
+            const float w1 = k + 1 < K ? gm_bf16_to_f32(W[(long)(k + 1) * N + n]) : 0.0f;
+            even = daz(fmaf(daz(x0), daz(w0), even));
+            odd = daz(fmaf(daz(x1), daz(w1), odd));
+        }
+        acc = daz(daz(acc) + daz(even + odd));
+    }
+    return acc;
+}
+
+/* Y as gm_matmul makes it on a tiles tier: tile_order, then the bias and the one rounding. */
+static void tile_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *b, int T, int K, int N, int round)
+{
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++) {
+            const float y = tile_order(X + (long)t * K, W, K, N, n) + gm_bf16_to_f32(b[n]);
+            Y[(long)t * N + n] = round ? gm_bf16_to_f32(gm_f32_to_bf16(y)) : y;
+        }
+}
+
 Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
 {
     /*
     ** With X holding bf16 values (the runner's bf16 mode), every product x * w
     ** is exact in f32, so a fused multiply-add and a multiply then an add round
-    ** alike, and each output, one sum in k order, is the same on every tier.
-    ** (In f32 mode they differ in the last bits; gm_matmul_nt's AVX2 dot
-    ** products sum in lanes.) Tiers this CPU lacks are skipped by the dispatch.
+    ** alike, and each output, one sum in k order, is the same on every tier
+    ** but the AMX ones, whose tile products (two or more rows) sum in the
+    ** ISA's order: those are checked against tile_order, bit for bit on the
+    ** software model. On AMX hardware the check is logged, not asserted, on
+    ** these inputs: the model follows the SDM's text, and the sums below are
+    ** inexact, so a difference between the text and the silicon would show
+    ** here first (the next test asserts hardware and model agree where every
+    ** sum is exact, and the golden tests run the hardware tier end to end).
+    ** (In f32 mode FMA and multiply-add differ in the last bits; gm_matmul_nt's
+    ** AVX2 dot products sum in lanes.)
     */
-    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}};
+    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {2, 64, 48}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}};
     gm_pool *pool = gm_pool_new(2);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-        float *X = malloc(sizeof(float) * T * K), *Y[2] = {malloc(sizeof(float) * T * N), malloc(sizeof(float) * T * N)};
+        float *X = malloc(sizeof(float) * T * K), *Y[3];
+        for (int i = 0; i < 3; i++)
+            Y[i] = malloc(sizeof(float) * T * N);
         gm_bf16 *W = malloc(2 * (size_t)K * N), *b = malloc(2 * (size_t)N);
         fill(X, T * K, W, K * N, K);
         for (int i = 0; i < N; i++)
@@ -185,13 +233,51 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
         for (int round = 0; round < 2; round++) {
             gm_kernels_select("portable");
             gm_matmul(pool, Y[0], X, W, b, T, K, N, round);
+            tile_reference(Y[2], X, W, b, T, K, N, round);
             EACH_TIER(t) {
                 gm_matmul(pool, Y[1], X, W, b, T, K, N, round);
-                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and portable differ",
-                          T, K, N, round, t);
+                const float *want = tiles(t) && T > 1 ? Y[2] : Y[0];
+                if (strcmp(t, "amx") || T == 1) {
+                    cr_assert(memcmp(want, Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and %s differ",
+                              T, K, N, round, t, want == Y[0] ? "portable" : "the SDM's tile order");
+                    continue;
+                }
+                int same = 0;
+                for (int i = 0; i < T * N; i++) {
+                    same += memcmp(&want[i], &Y[1][i], 4) == 0;
+                    cr_assert(fabsf(want[i] - Y[1][i]) <= 0.0079f * fabsf(want[i]) + 1e-6f, "amx [%d]: %g, model %g", i,
+                              Y[1][i], want[i]);
+                }
+                cr_log_info("amx hardware, T=%d K=%d N=%d round=%d: %d of %d outputs bit-identical to the SDM's order", T,
+                            K, N, round, same, T * N);
             }
         }
-        free(X), free(Y[0]), free(Y[1]), free(W), free(b);
+        free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(b);
+    }
+    done();
+    gm_pool_free(pool);
+}
+
+Test(kernels, exact_sums_give_the_same_bits_on_every_tier_the_amx_ones_too)
+{
+    /* small integers: every partial sum exact in f32, so any order of the sums gives the same bits */
+    const int shapes[][3] = {{2, 64, 48}, {17, 300, 200}, {32, 513, 390}, {50, 1536, 100}};
+    gm_pool *pool = gm_pool_new(2);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        float *X = malloc(sizeof(float) * T * K), *Y[2] = {malloc(sizeof(float) * T * N), malloc(sizeof(float) * T * N)};
+        gm_bf16 *W = malloc(2 * (size_t)K * N);
+        for (int i = 0; i < T * K; i++)
+            X[i] = (float)((int)(rnd() * 3.0f));
+        for (int i = 0; i < K * N; i++)
+            W[i] = gm_f32_to_bf16((float)((int)(rnd() * 3.0f)));
+        gm_kernels_select("portable");
+        gm_matmul(pool, Y[0], X, W, NULL, T, K, N, 0);
+        EACH_TIER(t) {
+            gm_matmul(pool, Y[1], X, W, NULL, T, K, N, 0);
+            cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d: %s and portable differ", T, K, N, t);
+        }
+        free(X), free(Y[0]), free(Y[1]), free(W);
     }
     done();
     gm_pool_free(pool);

@@ -25,7 +25,7 @@ enum {
 ** the CPU has (and GM_ISA allows: gm_cpu_features) runs; the software models
 ** of the wider tiers (model set) run only when a test selects them.
 */
-static const gm_tier *const tiers[] = {&gm_tier_avx2, &gm_tier_portable};
+static const gm_tier *const tiers[] = {&gm_tier_amx, &gm_tier_amx_model, &gm_tier_avx512, &gm_tier_avx512_model, &gm_tier_avx2, &gm_tier_portable};
 
 static _Atomic(const gm_tier *) selected; /* gm_kernels_select's choice; NULL: the widest */
 
@@ -90,6 +90,8 @@ typedef struct mm_job {
     int first[GM_MAX_OUTS + 1];
     int threads, whole_from; /* one row: outputs [whole_from, n_outs) are read whole, one thread each */
     const gm_tier *k;
+    const gm_bf16 *Xb; /* X in bf16, for the tier's band_bf16 (NULL: its band) */
+    long ldxb;
 } mm_job;
 
 /* The bias and the one rounding of columns [n0, n1) of output o's T rows. */
@@ -111,8 +113,8 @@ static void matmul_chunk(void *ctx, int i)
         oi++;
     const gm_out *o = &j->outs[oi];
     const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
-    const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1};
-    j->k->band(&b);
+    const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1, j->Xb, j->ldxb};
+    (j->Xb ? j->k->band_bf16 : j->k->band)(&b);
     finish(j->k, o, j->T, j->round, c0, c1);
 }
 
@@ -144,6 +146,49 @@ static void gemv_part(void *ctx, int t)
     }
 }
 
+/* X as bf16 for a band_bf16: rows t of T (padded to 16), K values each (padded to 32), and whether all are exact */
+typedef struct bf16_job {
+    gm_bf16 *Xb;
+    const float *X;
+    int T, K;
+    long ld;
+    atomic_int inexact;
+} bf16_job;
+
+static void to_bf16_row(void *ctx, int t)
+{
+    bf16_job *j = ctx;
+    gm_bf16 *d = j->Xb + (long)t * j->ld;
+    int inexact = 0;
+    for (int k = 0; t < j->T && k < j->K; k++) {
+        const float x = j->X[(long)t * j->K + k];
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        d[k] = (gm_bf16)(u >> 16);
+        inexact |= (u & 0xFFFF) != 0;
+    }
+    for (long k = t < j->T ? j->K : 0; k < j->ld; k++)
+        d[k] = 0;
+    if (inexact)
+        atomic_store_explicit(&j->inexact, 1, memory_order_relaxed);
+}
+
+/* X in bf16, on the pool's threads, when every value is a bf16 value (the runner's bf16 mode); else NULL */
+static gm_bf16 *to_bf16(gm_pool *p, const float *X, int T, int K, long *ld)
+{
+    const int rows = (T + 15) / 16 * 16;
+    *ld = (K + 31) / 32 * 32;
+    bf16_job j = {aligned_alloc(64, ((size_t)rows * *ld * 2 + 63) / 64 * 64), X, T, K, *ld, 0};
+    if (!j.Xb)
+        return NULL; /* no memory for the copy: the f32 band, the same products */
+    gm_pool_run(p, rows, to_bf16_row, &j);
+    if (atomic_load_explicit(&j.inexact, memory_order_relaxed)) {
+        free(j.Xb);
+        return NULL;
+    }
+    return j.Xb;
+}
+
 void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round)
 {
     if (n_outs > GM_MAX_OUTS) {
@@ -155,7 +200,10 @@ void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs
     for (int i = 0; i < n_outs; i++)
         j.first[i + 1] = j.first[i] + (outs[i].N + CHUNK * BAND - 1) / (CHUNK * BAND);
     if (T > 1) {
+        gm_bf16 *xb = j.k->band_bf16 ? to_bf16(p, X, T, K, &j.ldxb) : NULL;
+        j.Xb = xb;
         gm_pool_run(p, j.first[n_outs], matmul_chunk, &j);
+        free(xb);
         return;
     }
     /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up */

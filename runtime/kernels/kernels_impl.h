@@ -20,13 +20,19 @@ enum {
     GM_BAND = 192 /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */
 };
 
-/* Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order. */
+/*
+** Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order.
+** Xb: X in bf16 for band_bf16, ldxb values a row, rows padded with zeros to
+** a multiple of 16 and columns to a multiple of 32 (dispatch.c makes it).
+*/
 typedef struct gm_band {
     float *Y;
     const float *X;
     const gm_bf16 *W;
     long ldy, ldx, ldw;
     int T, K, n0, n1;
+    const gm_bf16 *Xb;
+    long ldxb;
 } gm_band;
 
 typedef struct gm_tier {
@@ -36,6 +42,9 @@ typedef struct gm_tier {
 
     /* the band above: many rows of X */
     void (*band)(const gm_band *b);
+
+    /* the same from b->Xb, when every value of X is a bf16 value (NULL: band alone) */
+    void (*band_bf16)(const gm_band *b);
 
     /*
     ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
@@ -67,6 +76,8 @@ const gm_tier *gm_tier_current(void);
 
 extern const gm_tier gm_tier_portable;
 extern const gm_tier gm_tier_avx2;
+extern const gm_tier gm_tier_avx512, gm_tier_avx512_model; /* avx512.c, avx512_model.c */
+extern const gm_tier gm_tier_amx, gm_tier_amx_model;       /* amx.c, amx_model.c */
 
 /* The portable transpose of rows [0, n) of blk, columns [c0, c1) only: what a wider tier leaves over. */
 void gm_transpose_part_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0,

@@ -1,0 +1,130 @@
+/*
+** Internal: the handful of AMX tile operations the AMX tier (amx.c) is
+** written in, in two implementations: the AMX-TILE and AMX-BF16
+** instructions, and, with GM_TILE_MODEL defined, a software model of them
+** with the ISA's semantics, so that the same kernel source runs and is
+** tested on a CPU without AMX (amx_model.c, "amx-model"). Also the packing
+** of two rows of W into the pair layout a B tile holds.
+**
+** The model follows the Intel SDM's operation of TDPBF16PS: for each row m
+** of C and each column n, over the k pairs of one instruction, the even
+** products and the odd products are summed apart, each step an f32 FMA
+** rounded to nearest even with denormal inputs treated as zero and denormal
+** results flushed to zero (DAZ = FTZ = 1, MXCSR neither read nor written);
+** then the even sum and the odd sum are added, and that to C, rounded the
+** same way. Products of two bf16 values are exact in f32, so only the order
+** of the sums and the flushing near zero tell it from an FMA chain.
+*/
+#ifndef GM_TILE_H
+#define GM_TILE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "gm/bf16.h"
+
+/* Palette 1: eight tiles, each up to 16 rows of 64 bytes. */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16]; /* bytes per row, tiles 0-7 */
+    uint8_t rows[16];
+} tile_config;
+
+/* every tile 16 rows of 64 bytes: C tiles of 16 x 16 f32, A and B tiles of 16 x 32 bf16 */
+static inline void tile_config_full(tile_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->palette = 1;
+    for (int t = 0; t < 8; t++)
+        c->colsb[t] = 64, c->rows[t] = 16;
+}
+
+#ifndef GM_TILE_MODEL
+#include <immintrin.h>
+
+#define TILE_CONFIG(c) _tile_loadconfig(c)
+#define TILE_RELEASE() _tile_release()
+#define TILE_ZERO(t) _tile_zero(t)
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
+
+/* B-tile row: 16 columns of rows r0 and r1 (NULL: zeros) as pairs (r0[i], r1[i]); the first n valid, 0 after */
+static inline void tile_pack_pairs(gm_bf16 *dst, const gm_bf16 *r0, const gm_bf16 *r1, int n)
+{
+    if (n == 16 && r0 && r1) {
+        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                             6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        const __m512i ab = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)r0)),
+            _mm256_loadu_si256((const __m256i *)(const void *)r1), 1);
+        _mm512_store_si512((void *)dst, _mm512_permutexvar_epi16(idx, ab));
+        return;
+    }
+    for (int i = 0; i < 16; i++)
+        dst[2 * i] = i < n && r0 ? r0[i] : 0, dst[2 * i + 1] = i < n && r1 ? r1[i] : 0;
+}
+
+#else /* the model */
+#include <math.h>
+
+/* the tile registers and the configuration, one set per thread as the hardware's */
+static _Thread_local struct {
+    tile_config cfg;
+    uint8_t t[8][16 * 64];
+} tm;
+
+static inline void TILE_CONFIG(const tile_config *c) { tm.cfg = *c; }
+static inline void TILE_RELEASE(void) { memset(&tm, 0, sizeof tm); }
+static inline void TILE_ZERO(int t) { memset(tm.t[t], 0, sizeof tm.t[t]); }
+
+static inline void TILE_LOAD(int t, const void *p, long stride)
+{
+    TILE_ZERO(t);
+    for (int r = 0; r < tm.cfg.rows[t]; r++)
+        memcpy(tm.t[t] + r * 64, (const uint8_t *)p + r * stride, tm.cfg.colsb[t]);
+}
+
+static inline void TILE_STORE(int t, void *p, long stride)
+{
+    for (int r = 0; r < tm.cfg.rows[t]; r++)
+        memcpy((uint8_t *)p + r * stride, tm.t[t] + r * 64, tm.cfg.colsb[t]);
+}
+
+static inline float tile_daz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
+#define tile_ftz tile_daz /* a denormal result becomes a zero of its sign */
+
+static inline float tile_bf16(const uint8_t *row, int i)
+{
+    gm_bf16 v;
+    memcpy(&v, row + 2 * i, 2);
+    return tile_daz(gm_bf16_to_f32(v));
+}
+
+static inline void TILE_DP(int c, int a, int b)
+{
+    const int M = tm.cfg.rows[c], N = tm.cfg.colsb[c] / 4, K = tm.cfg.colsb[a] / 4;
+    for (int m = 0; m < M; m++) {
+        const uint8_t *ar = tm.t[a] + m * 64;
+        for (int n = 0; n < N; n++) {
+            float even = 0.0f, odd = 0.0f, y;
+            for (int k = 0; k < K; k++) {
+                const uint8_t *br = tm.t[b] + k * 64;
+                even = tile_ftz(fmaf(tile_bf16(ar, 2 * k), tile_bf16(br, 2 * n), even));
+                odd = tile_ftz(fmaf(tile_bf16(ar, 2 * k + 1), tile_bf16(br, 2 * n + 1), odd));
+            }
+            memcpy(&y, tm.t[c] + m * 64 + 4 * n, 4);
+            y = tile_ftz(tile_daz(y) + tile_ftz(even + odd));
+            memcpy(tm.t[c] + m * 64 + 4 * n, &y, 4);
+        }
+    }
+}
+
+static inline void tile_pack_pairs(gm_bf16 *dst, const gm_bf16 *r0, const gm_bf16 *r1, int n)
+{
+    for (int i = 0; i < 16; i++)
+        dst[2 * i] = i < n && r0 ? r0[i] : 0, dst[2 * i + 1] = i < n && r1 ? r1[i] : 0;
+}
+
+#endif
+#endif

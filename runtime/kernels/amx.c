@@ -12,7 +12,7 @@
 **
 ** W stays in the loader's (in, out) layout, with no second copy. For each
 ** k-block of AKB rows and each band of GM_BAND columns, the band's rows are
-** packed by pairs along k into B tiles in `panel` (96 KB, in L2), fetching
+** packed by pairs along k into B tiles in `panel` (192 KB, in L2), fetching
 ** the next k-block's rows as they go, and every block of 32 rows of X is
 ** multiplied against the panel: four C tiles (32 x 32 outputs) per step of
 ** 32 k. A 32-row prefill thus reads each weight byte once, and the packing
@@ -34,7 +34,7 @@
 #include "tile.h"
 
 enum {
-    AKB = 256,            /* rows of W per panel: 8 steps of 32 */
+    AKB = 512,            /* rows of W per panel: 16 steps of 32 */
     STEPS = AKB / 32,
     NB = GM_BAND / 16,    /* B tiles across a band */
     FETCH_AHEAD = 16,     /* rows of W fetched ahead of the packing */

@@ -3,12 +3,14 @@
 ** accumulation. Each output is one f32 sum (plus the bias) rounded once to
 ** bf16 when asked, which is how Hugging Face's bf16 linears behave.
 ** Work is split over the pool's threads by output columns. The widest tier
-** the CPU has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one. Where X holds
-** bf16 values (the runner's bf16 mode) every product is exact in f32, and
-** gm_matmul and gm_matmul_outs give the same bits on every tier; in f32 mode
-** a fused multiply-add and a multiply-then-add differ in the last bits, and
-** gm_matmul_nt's AVX2 dot products sum in lanes. The same choice of tier
-** serves the load-time transposes at the end of this header.
+** the CPU has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one.
+** Where X holds bf16 values (the runner's bf16 mode) every product is exact
+** in f32, and gm_matmul and gm_matmul_outs give the same bits on every tier
+** but AMX, whose products of two or more rows sum in the order TDPBF16PS
+** defines (pairs of k, 32 at a time); in f32 mode a fused multiply-add and a
+** multiply-then-add differ in the last bits, AMX leaves X's products to the
+** AVX-512 tier, and gm_matmul_nt's vector dot products sum in lanes. The same
+** choice of tier serves the load-time transposes at the end of this header.
 */
 #ifndef GM_KERNELS_H
 #define GM_KERNELS_H

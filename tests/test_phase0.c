@@ -89,6 +89,41 @@ Test(phase0, json_report_names_every_gate_and_the_measured_times)
     free(toks);
 }
 
+Test(phase0, gm_isa_picks_the_tier_the_report_names_and_refuses_one_the_cpu_lacks)
+{
+    char weights[4096], *toks = tokens_arg("qwen2_tied"), *out = NULL, *err = NULL, extra[8192];
+    snprintf(weights, sizeof weights, "%s/golden/qwen2_tied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --json --no-record", toks);
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "GM_ISA=portable '%s' qwen2_tied --weights '%s' %s", GM_PHASE0, weights, extra);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cJSON *j = cJSON_Parse(out);
+    cr_assert_not_null(j, "not JSON: %s", out);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "kernels")), "portable");
+    cJSON_Delete(j);
+    free(out), free(err);
+    /* without GM_ISA: the widest tier this CPU has, by name */
+    cr_assert_eq(phase0("qwen2_tied", weights, extra, &out, NULL), 0);
+    j = cJSON_Parse(out);
+    char k[16] = "";
+    snprintf(k, sizeof k, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(j, "kernels")) ?: "");
+    cr_assert(!strcmp(k, "amx") || !strcmp(k, "avx512") || !strcmp(k, "avx2") || !strcmp(k, "portable"), "%s", out);
+    cJSON_Delete(j);
+    free(out);
+    /* a name that is no tier, and (where the CPU lacks AMX) a tier it lacks: exit 2, one line naming it */
+    snprintf(cmd, sizeof cmd, "GM_ISA=sse9 '%s' qwen2_tied --weights '%s' %s", GM_PHASE0, weights, extra);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_assert(strstr(err, "GM_ISA: expected one of amx, avx512, avx2, portable; found \"sse9\""), "%s", err);
+    free(out), free(err);
+    if (strcmp(k, "amx") != 0) {
+        snprintf(cmd, sizeof cmd, "GM_ISA=amx '%s' qwen2_tied --weights '%s' %s", GM_PHASE0, weights, extra);
+        cr_assert_eq(tu_run(cmd, &out, &err), 2);
+        cr_assert(strstr(err, "GM_ISA=amx: this CPU has no amx tier (it has: ") && tu_lines(err) == 1, "%s", err);
+        free(out), free(err);
+    }
+    free(toks);
+}
+
 Test(phase0, dumps_load_in_numpy_with_the_goldens_shapes)
 {
     char *work = tu_tmpdir(), weights[4096], extra[9000], *toks = tokens_arg("llama3_tied"), *out = NULL, *err = NULL;

@@ -16,7 +16,6 @@
 /* Relaxed atomics: any thread may ask first, and every probe gives the same answer. */
 static atomic_uint has = UNPROBED;
 static atomic_uint env_mask = UNPROBED; /* what GM_ISA allows */
-static atomic_uint allowed = ~0u;
 
 #if defined(__x86_64__)
 static unsigned long long xcr0(void)
@@ -122,10 +121,8 @@ static unsigned isa_env(void)
 
 unsigned gm_cpu_features(void)
 {
-    return probed() & isa_env() & atomic_load_explicit(&allowed, memory_order_relaxed);
+    return probed() & isa_env();
 }
-
-void gm_cpu_allow(unsigned mask) { atomic_store_explicit(&allowed, mask, memory_order_relaxed); }
 
 int gm_isa_check(gm_status *st)
 {

@@ -1,9 +1,9 @@
 /*
 ** What this CPU can run: its instruction-set extensions, probed once from
 ** CPUID and from what the OS has enabled (XCR0; for AMX, the permission
-** the kernel grants through arch_prctl), and narrowed by gm_cpu_allow for
-** tests and by GM_ISA for users. The kernels choose their tier from
-** gm_cpu_features() alone, matrix products and load-time transposes alike.
+** the kernel grants through arch_prctl), and narrowed by GM_ISA. The
+** kernels choose their tier from gm_cpu_features() (or a test's
+** gm_kernels_select), matrix products and load-time transposes alike.
 */
 #ifndef GM_CPU_H
 #define GM_CPU_H
@@ -18,11 +18,8 @@ enum {
     GM_CPU_AMX_BF16 = 1u << 4,    /* AMX-TILE and AMX-BF16, with the tile data state granted to this process */
 };
 
-/* The extensions this CPU has (GM_CPU_* bits), within what gm_cpu_allow and GM_ISA allow. */
+/* The extensions this CPU has (GM_CPU_* bits), within what GM_ISA allows. */
 unsigned gm_cpu_features(void);
-
-/* Allow only the extensions in mask (0: none, the portable code; ~0u: whatever the CPU and GM_ISA allow). */
-void gm_cpu_allow(unsigned mask);
 
 /*
 ** The instruction-set tiers, widest first, as GM_ISA names them: "amx",

@@ -3,9 +3,9 @@
 ** (band) and for one (gemv), written in the operations of v16.h. Compiled
 ** for AVX-512 F/BW/VL here, and for AVX2 as the software model of those
 ** operations in avx512_model.c ("avx512-model"), which the tests run on any
-** CPU with AVX2. The matrix-by-vector products against W^T, the element-wise
-** steps and the transposes are the AVX2 tier's: memory-bound, they gain
-** nothing from wider registers.
+** CPU with AVX2; also the products against W^T (the LM head) at 16 lanes.
+** The element-wise steps and the transposes are the AVX2 tier's: memory-bound,
+** they gain nothing from wider registers.
 **
 ** Every sum is an FMA chain in k order, as on the other tiers, so products
 ** of bf16 values give the same bits here as everywhere. VDPBF16PS
@@ -190,17 +190,62 @@ static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int
     }
 }
 
+/*
+** Against W^T, rows of W as outputs (the LM head): y[n] = dot(x, W[n]) in
+** 16 lanes, summed across them at the end (v16_hsum), then the tail in order.
+** Four rows of W at once against one row of X, the next four fetched ahead.
+*/
+static void dot4(float *Y, const float *X, const gm_bf16 *Wn, long ldw, int K)
+{
+    v16 a[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+    const char *next = (const char *)(Wn + 4 * ldw); /* a line of each of the next four rows every 32 values */
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        if (k % 32 == 0)
+            for (int r = 0; r < 4; r++)
+                _mm_prefetch(next + (r * ldw + k) * 2, _MM_HINT_T0);
+        const v16 x = v16_load(X + k);
+        for (int r = 0; r < 4; r++)
+            a[r] = v16_fma(x, v16_load_bf16(Wn + r * ldw + k), a[r]);
+    }
+    for (int r = 0; r < 4; r++) {
+        float s = v16_hsum(a[r]);
+        for (int j = k; j < K; j++)
+            s += X[j] * gm_bf16_to_f32(Wn[r * ldw + j]);
+        Y[r] = s;
+    }
+}
+
+/* Y[t][n] = dot(X[t], Wn) for t < rows (<= 4), one row of W */
+static void TIER(dot)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
+{
+    v16 acc[4] = {v16_zero(), v16_zero(), v16_zero(), v16_zero()};
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        const v16 w = v16_load_bf16(Wn + k);
+        for (int r = 0; r < rows; r++)
+            acc[r] = v16_fma(v16_load(X + (long)r * ldx + k), w, acc[r]);
+    }
+    for (int r = 0; r < rows; r++) {
+        float s = v16_hsum(acc[r]);
+        for (int j = k; j < K; j++)
+            s += X[(long)r * ldx + j] * gm_bf16_to_f32(Wn[j]);
+        Y[(long)r * ldy] = s;
+    }
+}
+
+static void TIER(dot_rows)(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
+{
+    int n = n0;
+    for (; n + 4 <= n1; n += 4)
+        dot4(Y + n, X, W + (long)n * K, K, K);
+    for (; n < n1; n++)
+        TIER(dot)(Y + n, 0, X, 0, W + (long)n * K, K, 1);
+}
+
 /* ---------------------------------------------------------------------- */
 /* the AVX2 tier's pieces (see the top) */
 
-static void TIER(dot)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
-{
-    gm_tier_avx2.dot(Y, ldy, X, ldx, Wn, K, rows);
-}
-static void TIER(dot_rows)(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
-{
-    gm_tier_avx2.dot_rows(Y, X, W, K, n0, n1);
-}
 static void TIER(finish)(float *y, const gm_bf16 *bias, int n, int round) { gm_tier_avx2.finish(y, bias, n, round); }
 static void TIER(add_round)(float *x, const float *y, int n, int round) { gm_tier_avx2.add_round(x, y, n, round); }
 static void TIER(norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)

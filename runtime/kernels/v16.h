@@ -33,6 +33,24 @@ static inline void w32_store_aligned(gm_bf16 *p, w32 v) { _mm512_store_si512((vo
 static inline v16 w32_even(w32 v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
 static inline v16 w32_odd(w32 v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))); }
 
+/* 16 bf16 as f32: widened to 32 bits and shifted into the high half */
+static inline v16 v16_load_bf16(const gm_bf16 *p)
+{
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* the sum of the 16 lanes: the two halves of 8 added, then 4 + 4, 2 + 2, 1 + 1 */
+static inline float v16_hsum(v16 v)
+{
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 /* y[0..32) into its even and odd columns, and back */
 static inline void v16_split32(const float *y, v16 *even, v16 *odd)
 {
@@ -85,6 +103,20 @@ static inline v16 w32_odd(w32 v)
 {
     const __m256i m = _mm256_set1_epi32((int)0xFFFF0000u);
     return (v16){_mm256_castsi256_ps(_mm256_and_si256(v.lo, m)), _mm256_castsi256_ps(_mm256_and_si256(v.hi, m))};
+}
+static inline v16 v16_load_bf16(const gm_bf16 *p)
+{
+    const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 8)));
+    return (v16){_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
+}
+static inline float v16_hsum(v16 v)
+{
+    const __m256 h = _mm256_add_ps(v.lo, v.hi);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 static inline void v16_split32(const float *y, v16 *even, v16 *odd)
 {

@@ -344,3 +344,126 @@ Test(kernels, convert_rows_transposes_awkward_shapes_exactly_on_every_tier)
     }
     done();
 }
+
+/* ---------------------------------------------------------------------- */
+/* attention's products */
+
+/*
+** A bound on an f32 sum of n terms (any order, fused or not) against the
+** exact one: n units of f32 rounding (2^-24) of the sum of their magnitudes,
+** and twice that for slack.
+*/
+static double sum_bound(int n, double magnitudes) { return 2.0 * (n + 1) * 0x1p-24 * magnitudes + 1e-30; }
+
+static void check_attention(const char *tier)
+{
+    const int ds[] = {1, 7, 16, 24, 45, 128, 300}, nks[] = {1, 3, 17, 300};
+    enum { PAD = 5, MAXQ = 7, MAXK = 300, MAXD = 300 };
+    const long ldq = MAXD + 3, ldk = MAXD + PAD, lds = MAXK + PAD, ldo = MAXD + 1;
+    float *Q = malloc(sizeof(float) * MAXQ * ldq), *K = malloc(sizeof(float) * MAXK * ldk);
+    float *S = malloc(sizeof(float) * MAXQ * lds), *O = malloc(sizeof(float) * MAXQ * ldo);
+    float *O0 = malloc(sizeof(float) * MAXQ * ldo);
+    for (long i = 0; i < MAXQ * ldq; i++)
+        Q[i] = rnd();
+    for (long i = 0; i < MAXK * ldk; i++)
+        K[i] = rnd();
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t ki = 0; ki < sizeof nks / sizeof nks[0]; ki++)
+            for (int nq = 1; nq <= MAXQ; nq++) {
+                const int d = ds[di], nk = nks[ki];
+                /* scores: Q rows against K rows; S's entries past nk stay as they were */
+                for (long i = 0; i < MAXQ * lds; i++)
+                    S[i] = -7.0f;
+                gm_attn_scores(S, lds, Q, ldq, nq, K, ldk, nk, d);
+                for (int i = 0; i < MAXQ; i++)
+                    for (int j = 0; j < lds; j++) {
+                        const float got = S[i * lds + j];
+                        if (i >= nq || j >= nk) {
+                            cr_assert_eq(got, -7.0f, "%s scores nq=%d nk=%d d=%d: wrote [%d][%d]", tier, nq, nk, d, i, j);
+                            continue;
+                        }
+                        double ref = 0, mag = 0;
+                        for (int c = 0; c < d; c++) {
+                            const double t = (double)Q[i * ldq + c] * K[j * ldk + c];
+                            ref += t, mag += fabs(t);
+                        }
+                        cr_assert(fabs(got - ref) <= sum_bound(d, mag), "%s scores nq=%d nk=%d d=%d: [%d][%d] %.9g, exact %.9g",
+                                  tier, nq, nk, d, i, j, got, ref);
+                    }
+                /* values: the scores as P (any floats will do) times K's rows as V, overwriting and accumulating */
+                for (long i = 0; i < MAXQ * ldo; i++)
+                    O0[i] = rnd();
+                for (int accumulate = 0; accumulate < 2; accumulate++) {
+                    memcpy(O, O0, sizeof(float) * MAXQ * ldo);
+                    gm_attn_values(O, ldo, S, lds, nq, K, ldk, nk, d, accumulate);
+                    for (int i = 0; i < MAXQ; i++)
+                        for (int c = 0; c < ldo; c++) {
+                            const float got = O[i * ldo + c];
+                            if (i >= nq || c >= d) {
+                                cr_assert_eq(got, O0[i * ldo + c], "%s values nq=%d nk=%d d=%d: wrote [%d][%d]", tier, nq,
+                                             nk, d, i, c);
+                                continue;
+                            }
+                            double ref = accumulate ? O0[i * ldo + c] : 0.0, mag = fabs(ref);
+                            for (int j = 0; j < nk; j++) {
+                                const double t = (double)S[i * lds + j] * K[j * ldk + c];
+                                ref += t, mag += fabs(t);
+                            }
+                            cr_assert(fabs(got - ref) <= sum_bound(nk + accumulate, mag),
+                                      "%s values nq=%d nk=%d d=%d accumulate=%d: [%d][%d] %.9g, exact %.9g", tier, nq,
+                                      nk, d, accumulate, i, c, got, ref);
+                        }
+                }
+            }
+    free(Q), free(K), free(S), free(O), free(O0);
+}
+
+Test(kernels, attention_products_agree_with_exact_sums_on_awkward_shapes_on_every_tier)
+{
+    EACH_TIER(t)
+        check_attention(t);
+    done();
+}
+
+Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier)
+{
+    /*
+    ** With bf16 values in Q, K, P and V (the runner's bf16 mode) every product
+    ** is exact in f32, and each output is one sum in the promised order (over
+    ** d; over keys), so every tier gives the same bits. Blocks of queries that
+    ** are not whole register tiles, d past a piece of the AVX2 transpose.
+    */
+    const int shapes[][3] = {{1, 300, 128}, {6, 256, 64}, {11, 33, 48}, {96, 257, 16}, {5, 40, 260}, {7, 17, 24}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int nq = shapes[s][0], nk = shapes[s][1], d = shapes[s][2];
+        float *Q = malloc(sizeof(float) * nq * d), *K = malloc(sizeof(float) * nk * d), *P = malloc(sizeof(float) * nq * nk);
+        float *O0 = malloc(sizeof(float) * nq * d), *S[2], *O[2];
+        for (int k = 0; k < 2; k++)
+            S[k] = malloc(sizeof(float) * nq * nk), O[k] = malloc(sizeof(float) * nq * d);
+        for (int i = 0; i < nq * d; i++)
+            Q[i] = gm_bf16_to_f32(gm_f32_to_bf16(rnd())), O0[i] = rnd();
+        for (int i = 0; i < nk * d; i++)
+            K[i] = gm_bf16_to_f32(gm_f32_to_bf16(rnd()));
+        for (int i = 0; i < nq * nk; i++)
+            P[i] = gm_bf16_to_f32(gm_f32_to_bf16(0.5f + 0.5f * rnd()));
+        for (int accumulate = 0; accumulate < 2; accumulate++) {
+            gm_kernels_select("portable");
+            gm_attn_scores(S[0], nk, Q, d, nq, K, d, nk, d);
+            memcpy(O[0], O0, sizeof(float) * nq * d);
+            gm_attn_values(O[0], d, P, nk, nq, K, d, nk, d, accumulate);
+            EACH_TIER(t) {
+                gm_attn_scores(S[1], nk, Q, d, nq, K, d, nk, d);
+                memcpy(O[1], O0, sizeof(float) * nq * d);
+                gm_attn_values(O[1], d, P, nk, nq, K, d, nk, d, accumulate);
+                cr_assert(memcmp(S[0], S[1], sizeof(float) * nq * nk) == 0, "scores nq=%d nk=%d d=%d: %s and portable differ",
+                          nq, nk, d, t);
+                cr_assert(memcmp(O[0], O[1], sizeof(float) * nq * d) == 0,
+                          "values nq=%d nk=%d d=%d accumulate=%d: %s and portable differ", nq, nk, d, accumulate, t);
+            }
+        }
+        free(Q), free(K), free(P), free(O0);
+        for (int k = 0; k < 2; k++)
+            free(S[k]), free(O[k]);
+    }
+    done();
+}

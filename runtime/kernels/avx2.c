@@ -5,6 +5,7 @@
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "gm/cpu.h"
 #include "kernels_impl.h"
@@ -399,6 +400,328 @@ static void swiglu_avx2(float *g, const float *u, int n, int round)
 }
 
 /* ---------------------------------------------------------------------- */
+/* attention's products */
+
+enum {
+    AK = 16, /* keys per transposed chunk of the scores: two vectors of lanes */
+    AD = 256 /* values of d per piece of a chunk: 16 KB of transposed keys, in L1 */
+};
+
+/* The rows of the next register tile when `left` rows are left: 6, or 4 (4, 5, 7 or 8 left), or all of 1 to 3. */
+static inline int tile_rows_left(int left) { return left == 7 || left == 8 ? 4 : left >= 6 ? 6 : left >= 4 ? 4 : left; }
+
+/* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows of eight floats to eight columns. */
+static inline void transpose8x8(float *dst, long ldd, const float *src, long lds)
+{
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds);
+    const __m256 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds);
+    const __m256 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds);
+    const __m256 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    /* pairs of rows interleaved, then quads: column c of rows 0-3 (low half) and c + 4 (high half) */
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+    const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+    const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+    const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(s1, s5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(s2, s6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(s3, s7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(s0, s4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(s1, s5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(s2, s6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(s3, s7, 0x31));
+}
+
+/* Kt[c][j] = K[j][c] for c < dn, j < AK: keys nk to AK - 1 (a last, short chunk) are 0. */
+static void transpose_keys(float *Kt, const float *K, long ldk, int nk, int dn)
+{
+    int c = 0;
+    if (nk == AK)
+        for (; c + 8 <= dn; c += 8) {
+            transpose8x8(Kt + c * AK, AK, K + c, ldk);
+            transpose8x8(Kt + c * AK + 8, AK, K + 8 * ldk + c, ldk);
+        }
+    for (; c < dn; c++)
+        for (int j = 0; j < AK; j++)
+            Kt[c * AK + j] = j < nk ? K[j * ldk + c] : 0.0f;
+}
+
+/* s[0..n) as two vectors (n <= 16; lanes past n are 0), and back. */
+static inline void load16(const float *s, int n, __m256 *a, __m256 *b)
+{
+    if (n < AK) {
+        float t[AK] = {0};
+        memcpy(t, s, sizeof(float) * (size_t)n);
+        *a = _mm256_loadu_ps(t), *b = _mm256_loadu_ps(t + 8);
+        return;
+    }
+    *a = _mm256_loadu_ps(s), *b = _mm256_loadu_ps(s + 8);
+}
+
+static inline void store16(float *s, int n, __m256 a, __m256 b)
+{
+    if (n == AK) {
+        _mm256_storeu_ps(s, a), _mm256_storeu_ps(s + 8, b);
+        return;
+    }
+    float t[AK];
+    _mm256_storeu_ps(t, a), _mm256_storeu_ps(t + 8, b);
+    memcpy(s, t, sizeof(float) * (size_t)n);
+}
+
+/*
+** S[0..R)[0..nk) (+)= Q[0..R)[0..dn) . Kt[0..dn)[0..nk), R = 1 to 6 (a
+** constant where it is inlined): 2R accumulators, lanes the 16 keys of the
+** chunk; per step of d two loads of Kt, R broadcasts of Q and 2R FMAs, each
+** sum adding its terms in d order. first: S starts at 0, else the sums go on
+** from S (the next piece of d).
+*/
+static inline __attribute__((always_inline)) void scores_tile(float *S, long lds, const float *Q, long ldq,
+                                                              const float *Kt, int dn, int nk, int first, int R)
+{
+    const __m256 z = _mm256_setzero_ps();
+    __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z, b5 = z;
+    if (!first) {
+        load16(S, nk, &a0, &b0);
+        if (R > 1)
+            load16(S + lds, nk, &a1, &b1);
+        if (R > 2)
+            load16(S + 2 * lds, nk, &a2, &b2);
+        if (R > 3)
+            load16(S + 3 * lds, nk, &a3, &b3);
+        if (R > 4)
+            load16(S + 4 * lds, nk, &a4, &b4);
+        if (R > 5)
+            load16(S + 5 * lds, nk, &a5, &b5);
+    }
+    for (int c = 0; c < dn; c++) {
+        const __m256 k0 = _mm256_load_ps(Kt + c * AK), k1 = _mm256_load_ps(Kt + c * AK + 8);
+        __m256 q = _mm256_broadcast_ss(Q + c);
+        a0 = _mm256_fmadd_ps(q, k0, a0), b0 = _mm256_fmadd_ps(q, k1, b0);
+        if (R > 1) {
+            q = _mm256_broadcast_ss(Q + ldq + c);
+            a1 = _mm256_fmadd_ps(q, k0, a1), b1 = _mm256_fmadd_ps(q, k1, b1);
+        }
+        if (R > 2) {
+            q = _mm256_broadcast_ss(Q + 2 * ldq + c);
+            a2 = _mm256_fmadd_ps(q, k0, a2), b2 = _mm256_fmadd_ps(q, k1, b2);
+        }
+        if (R > 3) {
+            q = _mm256_broadcast_ss(Q + 3 * ldq + c);
+            a3 = _mm256_fmadd_ps(q, k0, a3), b3 = _mm256_fmadd_ps(q, k1, b3);
+        }
+        if (R > 4) {
+            q = _mm256_broadcast_ss(Q + 4 * ldq + c);
+            a4 = _mm256_fmadd_ps(q, k0, a4), b4 = _mm256_fmadd_ps(q, k1, b4);
+        }
+        if (R > 5) {
+            q = _mm256_broadcast_ss(Q + 5 * ldq + c);
+            a5 = _mm256_fmadd_ps(q, k0, a5), b5 = _mm256_fmadd_ps(q, k1, b5);
+        }
+    }
+    store16(S, nk, a0, b0);
+    if (R > 1)
+        store16(S + lds, nk, a1, b1);
+    if (R > 2)
+        store16(S + 2 * lds, nk, a2, b2);
+    if (R > 3)
+        store16(S + 3 * lds, nk, a3, b3);
+    if (R > 4)
+        store16(S + 4 * lds, nk, a4, b4);
+    if (R > 5)
+        store16(S + 5 * lds, nk, a5, b5);
+}
+
+/*
+** The keys AK at a time, each chunk transposed once into Kt (a piece of AD
+** values of d at a time, in L1) for every row of Q, which then meets it in
+** register tiles of up to 6 rows: several query rows against 16 keys, each
+** sum over d in order, so that no lanes are added across.
+*/
+void gm_attn_scores_avx2(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d)
+{
+    float Kt[AD * AK] __attribute__((aligned(32)));
+    if (d <= 0) {
+        for (int i = 0; i < nq; i++)
+            memset(S + i * lds, 0, sizeof(float) * (size_t)(nk > 0 ? nk : 0));
+        return;
+    }
+    for (int j = 0; j < nk; j += AK) {
+        const int kn = nk - j < AK ? nk - j : AK;
+        for (int c0 = 0; c0 < d; c0 += AD) {
+            const int dn = d - c0 < AD ? d - c0 : AD, first = c0 == 0;
+            transpose_keys(Kt, K + j * ldk + c0, ldk, kn, dn);
+            for (int i = 0; i < nq;) {
+                const int rows = tile_rows_left(nq - i);
+                float *s = S + i * lds + j;
+                const float *q = Q + i * ldq + c0;
+                switch (rows) {
+                case 6: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 6); break;
+                case 4: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 4); break;
+                case 3: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 3); break;
+                case 2: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 2); break;
+                default: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 1); break;
+                }
+                i += rows;
+            }
+        }
+    }
+}
+
+/*
+** O[0..R)[0..16) (+)= P[0..R)[0..nk) @ V[0..nk)[0..16), R = 1 to 6: 2R
+** accumulators, lanes 16 values of d; per key two loads of V, R broadcasts
+** of P and 2R FMAs, each output adding its terms in key order.
+*/
+static inline __attribute__((always_inline)) void values_tile16(float *O, long ldo, const float *P, long ldp,
+                                                                const float *V, long ldv, int nk, int acc, int R)
+{
+    const __m256 z = _mm256_setzero_ps();
+    __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z, b5 = z;
+    if (acc) {
+        a0 = _mm256_loadu_ps(O), b0 = _mm256_loadu_ps(O + 8);
+        if (R > 1)
+            a1 = _mm256_loadu_ps(O + ldo), b1 = _mm256_loadu_ps(O + ldo + 8);
+        if (R > 2)
+            a2 = _mm256_loadu_ps(O + 2 * ldo), b2 = _mm256_loadu_ps(O + 2 * ldo + 8);
+        if (R > 3)
+            a3 = _mm256_loadu_ps(O + 3 * ldo), b3 = _mm256_loadu_ps(O + 3 * ldo + 8);
+        if (R > 4)
+            a4 = _mm256_loadu_ps(O + 4 * ldo), b4 = _mm256_loadu_ps(O + 4 * ldo + 8);
+        if (R > 5)
+            a5 = _mm256_loadu_ps(O + 5 * ldo), b5 = _mm256_loadu_ps(O + 5 * ldo + 8);
+    }
+    for (int j = 0; j < nk; j++) {
+        const __m256 v0 = _mm256_loadu_ps(V + j * ldv), v1 = _mm256_loadu_ps(V + j * ldv + 8);
+        __m256 p = _mm256_broadcast_ss(P + j);
+        a0 = _mm256_fmadd_ps(p, v0, a0), b0 = _mm256_fmadd_ps(p, v1, b0);
+        if (R > 1) {
+            p = _mm256_broadcast_ss(P + ldp + j);
+            a1 = _mm256_fmadd_ps(p, v0, a1), b1 = _mm256_fmadd_ps(p, v1, b1);
+        }
+        if (R > 2) {
+            p = _mm256_broadcast_ss(P + 2 * ldp + j);
+            a2 = _mm256_fmadd_ps(p, v0, a2), b2 = _mm256_fmadd_ps(p, v1, b2);
+        }
+        if (R > 3) {
+            p = _mm256_broadcast_ss(P + 3 * ldp + j);
+            a3 = _mm256_fmadd_ps(p, v0, a3), b3 = _mm256_fmadd_ps(p, v1, b3);
+        }
+        if (R > 4) {
+            p = _mm256_broadcast_ss(P + 4 * ldp + j);
+            a4 = _mm256_fmadd_ps(p, v0, a4), b4 = _mm256_fmadd_ps(p, v1, b4);
+        }
+        if (R > 5) {
+            p = _mm256_broadcast_ss(P + 5 * ldp + j);
+            a5 = _mm256_fmadd_ps(p, v0, a5), b5 = _mm256_fmadd_ps(p, v1, b5);
+        }
+    }
+    _mm256_storeu_ps(O, a0), _mm256_storeu_ps(O + 8, b0);
+    if (R > 1)
+        _mm256_storeu_ps(O + ldo, a1), _mm256_storeu_ps(O + ldo + 8, b1);
+    if (R > 2)
+        _mm256_storeu_ps(O + 2 * ldo, a2), _mm256_storeu_ps(O + 2 * ldo + 8, b2);
+    if (R > 3)
+        _mm256_storeu_ps(O + 3 * ldo, a3), _mm256_storeu_ps(O + 3 * ldo + 8, b3);
+    if (R > 4)
+        _mm256_storeu_ps(O + 4 * ldo, a4), _mm256_storeu_ps(O + 4 * ldo + 8, b4);
+    if (R > 5)
+        _mm256_storeu_ps(O + 5 * ldo, a5), _mm256_storeu_ps(O + 5 * ldo + 8, b5);
+}
+
+/* The same for the last values of d, fewer than 16: one vector, the lanes of m only (1 to 8 of them). */
+static inline __attribute__((always_inline)) void values_tile8(float *O, long ldo, const float *P, long ldp,
+                                                               const float *V, long ldv, int nk, int acc, __m256i m,
+                                                               int R)
+{
+    const __m256 z = _mm256_setzero_ps();
+    __m256 a0 = z, a1 = z, a2 = z, a3 = z, a4 = z, a5 = z;
+    if (acc) {
+        a0 = _mm256_maskload_ps(O, m);
+        if (R > 1)
+            a1 = _mm256_maskload_ps(O + ldo, m);
+        if (R > 2)
+            a2 = _mm256_maskload_ps(O + 2 * ldo, m);
+        if (R > 3)
+            a3 = _mm256_maskload_ps(O + 3 * ldo, m);
+        if (R > 4)
+            a4 = _mm256_maskload_ps(O + 4 * ldo, m);
+        if (R > 5)
+            a5 = _mm256_maskload_ps(O + 5 * ldo, m);
+    }
+    for (int j = 0; j < nk; j++) {
+        const __m256 v = _mm256_maskload_ps(V + j * ldv, m);
+        a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + j), v, a0);
+        if (R > 1)
+            a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + ldp + j), v, a1);
+        if (R > 2)
+            a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + 2 * ldp + j), v, a2);
+        if (R > 3)
+            a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + 3 * ldp + j), v, a3);
+        if (R > 4)
+            a4 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + 4 * ldp + j), v, a4);
+        if (R > 5)
+            a5 = _mm256_fmadd_ps(_mm256_broadcast_ss(P + 5 * ldp + j), v, a5);
+    }
+    _mm256_maskstore_ps(O, m, a0);
+    if (R > 1)
+        _mm256_maskstore_ps(O + ldo, m, a1);
+    if (R > 2)
+        _mm256_maskstore_ps(O + 2 * ldo, m, a2);
+    if (R > 3)
+        _mm256_maskstore_ps(O + 3 * ldo, m, a3);
+    if (R > 4)
+        _mm256_maskstore_ps(O + 4 * ldo, m, a4);
+    if (R > 5)
+        _mm256_maskstore_ps(O + 5 * ldo, m, a5);
+}
+
+/*
+** Columns of 16 values of d outer, so that each strip of V (nk rows of 64
+** bytes) stays in L1 while every block of up to 6 rows of P passes over it;
+** the last values of d, fewer than 16, a vector of 8 (masked) at a time.
+*/
+void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
+                         int accumulate)
+{
+    int c = 0;
+    for (; c + 16 <= d; c += 16)
+        for (int i = 0; i < nq;) {
+            const int rows = tile_rows_left(nq - i);
+            float *o = O + i * ldo + c;
+            const float *p = P + i * ldp, *v = V + c;
+            switch (rows) {
+            case 6: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 6); break;
+            case 4: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 4); break;
+            case 3: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 3); break;
+            case 2: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 2); break;
+            default: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 1); break;
+            }
+            i += rows;
+        }
+    for (; c < d; c += 8) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(d - c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int i = 0; i < nq;) {
+            const int rows = tile_rows_left(nq - i);
+            float *o = O + i * ldo + c;
+            const float *p = P + i * ldp, *v = V + c;
+            switch (rows) {
+            case 6: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 6); break;
+            case 4: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 4); break;
+            case 3: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 3); break;
+            case 2: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 2); break;
+            default: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 1); break;
+            }
+            i += rows;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* load time: transposes */
 
 /*
@@ -484,4 +807,6 @@ const gm_tier gm_tier_avx2 = {
     .norm_scale = norm_scale_avx2,
     .swiglu = swiglu_avx2,
     .transpose = transpose_avx2,
+    .attn_scores = gm_attn_scores_avx2,
+    .attn_values = gm_attn_values_avx2,
 };

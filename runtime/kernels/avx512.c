@@ -276,4 +276,6 @@ const gm_tier TIER(gm_tier) = {
     .norm_scale = TIER(norm_scale),
     .swiglu = TIER(swiglu),
     .transpose = TIER(transpose),
+    .attn_scores = gm_attn_scores_avx2,
+    .attn_values = gm_attn_values_avx2,
 };

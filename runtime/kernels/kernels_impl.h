@@ -69,6 +69,11 @@ typedef struct gm_tier {
 
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
+
+    /* gm_attn_scores and gm_attn_values (gm/kernels.h) */
+    void (*attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
+    void (*attn_values)(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
+                        int accumulate);
 } gm_tier;
 
 /* The tier that runs now (dispatch.c). */
@@ -82,6 +87,18 @@ extern const gm_tier gm_tier_amx, gm_tier_amx_model;       /* amx.c, amx_model.c
 /* The portable transpose of rows [0, n) of blk, columns [c0, c1) only: what a wider tier leaves over. */
 void gm_transpose_part_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0,
                                 size_t c0, size_t c1);
+
+/*
+** Attention's products (gm/kernels.h) of the portable and the AVX2 tiers;
+** the wider tiers' tables point at the AVX2 ones.
+*/
+void gm_attn_scores_portable(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk,
+                             int d);
+void gm_attn_values_portable(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk,
+                             int d, int accumulate);
+void gm_attn_scores_avx2(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
+void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
+                         int accumulate);
 
 /* n values of type src at src as bf16 at dst (round to nearest even; bf16 copied). */
 void gm_convert_portable(gm_bf16 *dst, const void *src, size_t n, gm_src_type type);

@@ -137,6 +137,47 @@ static void swiglu_portable(float *g, const float *u, int n, int round)
 }
 
 /* ---------------------------------------------------------------------- */
+/* attention's products: plain loops, each output one sum in the promised order */
+
+void gm_attn_scores_portable(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk,
+                             int d)
+{
+    for (int i = 0; i < nq; i++) {
+        const float *q = Q + i * ldq;
+        float *s = S + i * lds;
+        int j = 0;
+        for (; j + 4 <= nk; j += 4) { /* four keys at a time: four independent sums, each over d in order */
+            const float *k0 = K + j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+            for (int c = 0; c < d; c++)
+                d0 += q[c] * k0[c], d1 += q[c] * k1[c], d2 += q[c] * k2[c], d3 += q[c] * k3[c];
+            s[j] = d0, s[j + 1] = d1, s[j + 2] = d2, s[j + 3] = d3;
+        }
+        for (; j < nk; j++) {
+            const float *k = K + j * ldk;
+            float acc = 0.0f;
+            for (int c = 0; c < d; c++)
+                acc += q[c] * k[c];
+            s[j] = acc;
+        }
+    }
+}
+
+void gm_attn_values_portable(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk,
+                             int d, int accumulate)
+{
+    for (int i = 0; i < nq; i++) {
+        float *o = O + i * ldo;
+        const float *p = P + i * ldp;
+        if (!accumulate)
+            memset(o, 0, sizeof(float) * (size_t)d);
+        for (int j = 0; j < nk; j++) /* keys in order; each output of the row adds its term */
+            for (int c = 0; c < d; c++)
+                o[c] += p[j] * V[j * ldv + c];
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 /* load time: conversions and transposes */
 
 void gm_convert_portable(gm_bf16 *dst, const void *source, size_t n, gm_src_type type)
@@ -269,4 +310,6 @@ const gm_tier gm_tier_portable = {
     .norm_scale = norm_scale_portable,
     .swiglu = swiglu_portable,
     .transpose = transpose_portable,
+    .attn_scores = gm_attn_scores_portable,
+    .attn_values = gm_attn_values_portable,
 };

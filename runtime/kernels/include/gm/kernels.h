@@ -60,6 +60,26 @@ void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n,
 void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + expf(-g))) u): SiLU(gate) * up */
 
 /*
+** Attention's two products, as the runner's blocked attention calls them, one
+** block of query rows against one block of keys, on the calling thread (the
+** runner splits attention into tasks itself). Rows are ldq, ldk, lds, ldv,
+** ldp and ldo floats apart. Each output is one f32 sum in a fixed order and
+** nothing is rounded: where the inputs hold bf16 values (the runner's bf16
+** mode) every product is exact in f32 and every tier gives the same bits.
+**
+** gm_attn_scores: S[i][j] = dot(Q[i][0..d), K[j][0..d)) for i < nq, j < nk,
+** each a sum over d in increasing order.
+**
+** gm_attn_values: O[i][0..d) (+)= the sum over j < nk, in increasing j, of
+** P[i][j] * V[j][0..d), for i < nq. accumulate = 0 overwrites O; otherwise
+** the sums go on from O's values, so that calls over consecutive blocks of
+** keys give the one sum over all of them, in key order.
+*/
+void gm_attn_scores(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
+void gm_attn_values(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
+                    int accumulate);
+
+/*
 ** The instruction-set tier the kernels above and below use: "amx",
 ** "avx512", "avx2" or "portable", as GM_ISA names them (gm/cpu.h), the
 ** widest this CPU has unless GM_ISA or gm_kernels_select says otherwise.

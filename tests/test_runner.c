@@ -267,6 +267,102 @@ Test(runner_on_tier, avx512_model, .timeout = 300) { on_tier("avx512-model"); }
 Test(runner_on_tier, avx2, .timeout = 300) { on_tier("avx2"); }
 Test(runner_on_tier, portable, .timeout = 300) { on_tier("portable"); }
 
+/* max |a - b| over n values, relative to max |b| */
+static double max_rel_error(const float *a, const float *b, size_t n)
+{
+    double err = 0, top = 0;
+    for (size_t i = 0; i < n; i++)
+        err = fmax(err, fabs((double)a[i] - b[i])), top = fmax(top, fabs((double)b[i]));
+    return err / top;
+}
+
+/*
+** The 1024-token prompt against the float64 forward pass (README "Long
+** prompts"): attention over keys far past a block, RoPE far from 0. f32 mode
+** agrees to about 1e-4 of max|x|; bf16 mode can only come near a float64
+** pass. Then the same prompt as a prefill of all but its last 24 tokens and
+** 24 decode steps, whose logits are the full prefill's rows bit for bit:
+** each output is the same sum in the same order either way.
+*/
+static void check_long(const char *id)
+{
+    const gm_model_entry *e = gm_registry_find(gm_golden_models, id);
+    cr_assert_not_null(e, "%s is not among the golden models", id);
+    loaded ld;
+    load(&ld, e);
+    gm_npy tok = golden(id, "long1024", NULL, "tokens.npy");
+    gm_npy lg = golden(id, "long1024", "fp64", "logits.npy");
+    gm_npy layers = golden(id, "long1024", "fp64", "layers.npy");
+    gm_npy fnorm = golden(id, "long1024", "fp64", "final_norm.npy");
+    const int T = (int)tok.count, V = (int)lg.shape[1], TAIL = 24;
+    const float *gl = lg.data;
+    cr_assert_eq(T, 1024);
+    gm_status st = {0};
+    rt_result r;
+    rt_session *s = NULL;
+
+    rt_options f32 = {RT_F32, 1, 0};
+    cr_assert_eq(rt_session_new(&s, &ld.m, &f32, T, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_prefill(s, tok.data, T, &r, &st), 0, "%s", st.msg);
+    const double e_logits = max_rel_error(r.logits, gl, lg.count), e_layers = max_rel_error(r.layers, layers.data, layers.count);
+    const double e_norm = max_rel_error(r.final_norm, fnorm.data, fnorm.count);
+    cr_expect_leq(e_logits, 1e-4, "%s/long1024 f32: logits error %.3g of max|x|", id, e_logits);
+    cr_expect_leq(e_layers, 1e-4, "%s/long1024 f32: layers error %.3g of max|x|", id, e_layers);
+    cr_expect_leq(e_norm, 1e-4, "%s/long1024 f32: final norm error %.3g of max|x|", id, e_norm);
+    rt_result_free(&r);
+    rt_session_free(s);
+
+    rt_options bf16 = {RT_BF16, 1, 0};
+    cr_assert_eq(rt_session_new(&s, &ld.m, &bf16, T, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_prefill(s, tok.data, T, &r, &st), 0, "%s", st.msg);
+    const double cos_all = cosine(r.logits, gl, (size_t)T * V), cos_pos = min_row_cos(r.logits, gl, T, V);
+    int32_t mine, theirs;
+    rt_top_k(gl + (long)(T - 1) * V, V, 1, &theirs);
+    rt_top_k(r.logits + (long)(T - 1) * V, V, 1, &mine);
+    cr_expect_geq(cos_all, 0.9999, "%s/long1024 bf16: logits cos %.6f", id, cos_all);
+    cr_expect_geq(cos_pos, 0.999, "%s/long1024 bf16: per-position logits cos %.6f", id, cos_pos);
+    cr_expect_eq(mine, theirs, "%s/long1024 bf16: last top-1 %d, float64 %d", id, mine, theirs);
+    int same_top1 = 0;
+    for (int t = 0; t < T; t++) {
+        int32_t a, b;
+        rt_top_k(r.logits + (long)t * V, V, 1, &a);
+        rt_top_k(gl + (long)t * V, V, 1, &b);
+        same_top1 += a == b;
+    }
+    rt_session_free(s);
+
+    rt_options lite = {RT_BF16, 0, 0};
+    cr_assert_eq(rt_session_new(&s, &ld.m, &lite, T, &st), 0, "%s", st.msg);
+    rt_result step;
+    cr_assert_eq(rt_prefill(s, tok.data, T - TAIL, &step, &st), 0, "%s", st.msg);
+    for (int i = 0; i <= TAIL; i++) {
+        const int t = T - TAIL - 1 + i; /* the position whose logits step holds */
+        cr_assert(memcmp(step.logits, r.logits + (long)t * V, sizeof(float) * (size_t)V) == 0,
+                  "%s/long1024: logits at position %d differ %s from the full prefill's", id, t,
+                  i ? "decoded" : "after a shorter prefill");
+        rt_result_free(&step);
+        if (i < TAIL)
+            cr_assert_eq(rt_decode_step(s, ((const int32_t *)tok.data)[t + 1], &step, &st), 0, "%s", st.msg);
+    }
+    fprintf(stderr, "%-22s long1024 f32: error/max|x| logits %.2g layers %.2g norm %.2g; bf16: logits cos %.7f "
+            "min/pos %.7f, top-1 as float64 at %.1f%% of positions; %d decode steps = prefill rows\n",
+            id, e_logits, e_layers, e_norm, cos_all, cos_pos, 100.0 * same_top1 / T, TAIL);
+    rt_result_free(&r);
+    rt_session_free(s);
+    gm_npy_free(&tok);
+    gm_npy_free(&lg);
+    gm_npy_free(&layers);
+    gm_npy_free(&fnorm);
+    unload(&ld);
+}
+
+Test(runner, agrees_with_float64_on_the_1024_token_prompts, .timeout = 120)
+{
+    const char *ids[] = {"qwen2_tied", "llama3_tied", "qwen3_tied"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        check_long(ids[i]);
+}
+
 Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)
 {
     const float l[6] = {1.0f, 3.0f, 3.0f, -1.0f, 2.0f, 3.0f};

@@ -6,6 +6,7 @@
 #include "gm/runner.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,9 @@ struct rt_session {
     float *cos, *sin;      /* [max_tokens][hd/2], rounded to bf16 in RT_BF16 */
     float *x, *h, *q, *att, *o, *g, *u; /* activations of the tokens in flight */
     float *kc, *vc;        /* KV cache: [L][max_tokens][nkv*hd] */
-    float *scores;         /* [nh][max_tokens] */
+    float *scores;         /* attention's scratch, one slot of att_slot floats per thread (attend_task) */
+    int att_rows;          /* tokens per attention task */
+    long att_lds, att_slot; /* max_tokens rounded up to 16: a slot's row of scores; floats per slot */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -61,72 +64,160 @@ static void rope(const rt_session *s, float *x, int p)
 }
 
 /* ---------------------------------------------------------------------- */
-/* attention: one task per query head */
+/*
+** Attention, blocked over keys. A task is one kv head and a block of tokens:
+** its query rows are those tokens' rows of every query head that shares the
+** kv head (consecutive heads), packed head by head, so that each block of
+** keys and values, once in cache, serves all of them, on the tier's kernels.
+**
+** The softmax takes two passes over the key blocks, not an online one. An
+** online (flash-attention) softmax keeps a running max and rescales the
+** partial sums of exp() and of probs . V by exp(old max - new max) whenever
+** the max grows: it would form the probabilities from a partial max and sum
+** and add unnormalized, rescaled terms into the output, where HF rounds
+** p = bf(exp(s - max) / sum) with the whole row's max and sum and then sums
+** p . v once. So, per task, with every rounding where HF has it:
+**   1. each key block's scores s = bf(bf(q . k) * scale) (two roundings), and
+**      each row's max over its causal keys;
+**   2. over each whole causal row, e = exp(s - max) in fp32 and their sum, in
+**      key order;
+**   3. key block by key block, p = bf(e / sum) (0 past the row's own
+**      position: the causal mask), and probs . V added into one f32 sum per
+**      output, in key order over the blocks, rounded once at the end.
+** A task's scores are at most (its query rows) x (its keys) floats, in the
+** scratch slot of the thread that runs it.
+*/
+enum {
+    ATT_ROWS = 96, /* query rows per task: tokens x the heads of a kv head (one token's heads at least) */
+    ATT_KEYS = 256 /* keys per block: 128 KB of K or of V at head_dim 128 */
+};
+
+/*
+** bf() in bf16 mode without a branch: the same bits as gm_f32_to_bf16
+** widened, NaN included (all 2^32 floats compared when this was written),
+** in a form the compiler vectorizes in runs of ATT_RUN.
+*/
+static inline float bf16_round(float v)
+{
+    uint32_t u, r;
+    memcpy(&u, &v, sizeof u);
+    r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC00000u : r;
+    memcpy(&v, &r, sizeof v);
+    return v;
+}
+
+enum { ATT_RUN = 16 }; /* element-wise steps in runs of a fixed length, which -O2 vectorizes */
+
+/* 1. sc[0..n) = bf(bf(sc) * scale); returns the max of m and them (the order a max is taken in does not matter) */
+static float scale_scores(float *sc, int n, float scale, int round, float m)
+{
+    int k = 0;
+    if (round) {
+        float lane[ATT_RUN];
+        for (int u = 0; u < ATT_RUN; u++)
+            lane[u] = m;
+        for (; k + ATT_RUN <= n; k += ATT_RUN)
+            for (int u = 0; u < ATT_RUN; u++) {
+                const float v = bf16_round(bf16_round(sc[k + u]) * scale);
+                sc[k + u] = v;
+                lane[u] = v > lane[u] ? v : lane[u];
+            }
+        for (int u = 0; u < ATT_RUN; u++)
+            m = lane[u] > m ? lane[u] : m;
+    }
+    for (; k < n; k++) {
+        const float v = round ? bf16_round(bf16_round(sc[k]) * scale) : sc[k] * scale;
+        sc[k] = v;
+        m = v > m ? v : m;
+    }
+    return m;
+}
+
+/* 3. sc[0..n) = bf(sc / sum): the softmax in fp32, rounded once; then sc[n..to) = 0, the causal mask */
+static void normalize(float *sc, int n, int to, float sum, int round)
+{
+    int k = 0;
+    if (round)
+        for (; k + ATT_RUN <= n; k += ATT_RUN)
+            for (int u = 0; u < ATT_RUN; u++)
+                sc[k + u] = bf16_round(sc[k + u] / sum);
+    for (; k < n; k++)
+        sc[k] = round ? bf16_round(sc[k] / sum) : sc[k] / sum;
+    for (; k < to; k++)
+        sc[k] = 0.0f;
+}
 
 typedef struct att_job {
     rt_session *s;
     int n, pos0, layer;
+    int blocks;      /* blocks of s->att_rows tokens */
+    atomic_int next; /* the next task: i is kv head i % nkv, block blocks - 1 - i / nkv (the longest first) */
 } att_job;
 
-static void attend_head(void *ctx, int head)
+static void attend_task(rt_session *s, const att_job *j, float *slot, int kvh, int blk)
 {
-    const att_job *j = ctx;
-    rt_session *s = j->s;
-    const int hd = s->hd, kvw = s->nkv * hd, qw = s->nh * hd;
-    const int kvh = head / (s->nh / s->nkv); /* consecutive query heads share one kv head */
+    const int hd = s->hd, g = s->nh / s->nkv, kvw = s->nkv * hd, qw = s->nh * hd;
+    const int t0 = blk * s->att_rows, R = j->n - t0 < s->att_rows ? j->n - t0 : s->att_rows;
+    const int nq = g * R, nk = j->pos0 + t0 + R; /* keys 0 .. the position of the block's last token */
+    const long lds = (nk + 15) / 16 * 16, rows = (long)g * s->att_rows;
     const float scale = (float)(1.0 / sqrt((double)hd));
-    const float *kc = s->kc + (long)j->layer * s->max_tokens * kvw;
-    const float *vc = s->vc + (long)j->layer * s->max_tokens * kvw;
-    float *sc = s->scores + (long)head * s->max_tokens;
-    for (int t = 0; t < j->n; t++) {
-        const int p = j->pos0 + t; /* attends to positions 0..p; later ones are masked */
-        const float *q = s->q + (long)t * qw + head * hd;
-        float max = -INFINITY;
-        int k = 0;
-        for (; k + 4 <= p + 1; k += 4) { /* four keys at a time: four independent sums, each over d in order */
-            const float *k0 = kc + (long)k * kvw + kvh * hd, *k1 = k0 + kvw, *k2 = k1 + kvw, *k3 = k2 + kvw;
-            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
-            for (int d = 0; d < hd; d++)
-                d0 += q[d] * k0[d], d1 += q[d] * k1[d], d2 += q[d] * k2[d], d3 += q[d] * k3[d];
-            sc[k] = d0, sc[k + 1] = d1, sc[k + 2] = d2, sc[k + 3] = d3;
-        }
-        for (; k <= p; k++) {
-            const float *kv = kc + (long)k * kvw + kvh * hd;
-            float dot = 0.0f;
-            for (int d = 0; d < hd; d++)
-                dot += q[d] * kv[d];
-            sc[k] = dot;
-        }
-        for (k = 0; k <= p; k++) {
-            sc[k] = bf(s, bf(s, sc[k]) * scale); /* scores, then the scale: two roundings */
-            if (sc[k] > max)
-                max = sc[k];
-        }
-        float sum = 0.0f;
-        for (k = 0; k <= p; k++) {
-            sc[k] = expf(sc[k] - max);
-            sum += sc[k];
-        }
-        for (k = 0; k <= p; k++)
-            sc[k] = bf(s, sc[k] / sum); /* softmax in fp32, rounded once */
-        float *out = s->att + (long)t * qw + head * hd;
-        const float *v = vc + kvh * hd;
-        int d = 0;
-        for (; d + 4 <= hd; d += 4) { /* four outputs at a time, each summed over k in order */
-            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-            for (k = 0; k <= p; k++) {
-                const float *vk = v + (long)k * kvw + d;
-                a0 += sc[k] * vk[0], a1 += sc[k] * vk[1], a2 += sc[k] * vk[2], a3 += sc[k] * vk[3];
-            }
-            out[d] = bf(s, a0), out[d + 1] = bf(s, a1), out[d + 2] = bf(s, a2), out[d + 3] = bf(s, a3);
-        }
-        for (; d < hd; d++) {
-            float acc = 0.0f;
-            for (k = 0; k <= p; k++)
-                acc += sc[k] * v[(long)k * kvw + d];
-            out[d] = bf(s, acc); /* probs . V, one rounding */
+    const int round = s->opt.precision == RT_BF16;
+    float *S = slot, *Q = S + rows * s->att_lds, *O = Q + rows * hd, *max = O + rows * hd, *sum = max + rows;
+    const float *K = s->kc + (long)j->layer * s->max_tokens * kvw + kvh * hd;
+    const float *V = s->vc + (long)j->layer * s->max_tokens * kvw + kvh * hd;
+
+    /* row i = h * R + r: token t0 + r of query head kvh * g + h, at position pos0 + t0 + r */
+    for (int h = 0; h < g; h++)
+        for (int r = 0; r < R; r++)
+            memcpy(Q + ((long)h * R + r) * hd, s->q + (long)(t0 + r) * qw + (long)(kvh * g + h) * hd,
+                   sizeof(float) * (size_t)hd);
+    for (int i = 0; i < nq; i++)
+        max[i] = -INFINITY;
+    for (int k0 = 0; k0 < nk; k0 += ATT_KEYS) { /* 1. */
+        const int nb = nk - k0 < ATT_KEYS ? nk - k0 : ATT_KEYS;
+        gm_attn_scores(S + k0, lds, Q, hd, nq, K + (long)k0 * kvw, kvw, nb, hd);
+        for (int i = 0; i < nq; i++) {
+            const int p = j->pos0 + t0 + i % R, end = p + 1 < k0 + nb ? p + 1 : k0 + nb;
+            if (end > k0)
+                max[i] = scale_scores(S + i * lds + k0, end - k0, scale, round, max[i]);
         }
     }
+    for (int i = 0; i < nq; i++) { /* 2. */
+        float *sc = S + i * lds, t = 0.0f;
+        const float m = max[i];
+        const int end = j->pos0 + t0 + i % R + 1;
+        for (int k = 0; k < end; k++) {
+            sc[k] = expf(sc[k] - m);
+            t += sc[k];
+        }
+        sum[i] = t;
+    }
+    for (int k0 = 0; k0 < nk; k0 += ATT_KEYS) { /* 3. */
+        const int nb = nk - k0 < ATT_KEYS ? nk - k0 : ATT_KEYS;
+        for (int i = 0; i < nq; i++) {
+            const int end = j->pos0 + t0 + i % R + 1, n = end - k0 < 0 ? 0 : end - k0 < nb ? end - k0 : nb;
+            normalize(S + i * lds + k0, n, nb, sum[i], round);
+        }
+        gm_attn_values(O, hd, S + k0, lds, nq, V + (long)k0 * kvw, kvw, nb, hd, k0 > 0);
+    }
+    for (int h = 0; h < g; h++)
+        for (int r = 0; r < R; r++) {
+            const float *o = O + ((long)h * R + r) * hd;
+            float *out = s->att + (long)(t0 + r) * qw + (long)(kvh * g + h) * hd;
+            for (int d = 0; d < hd; d++)
+                out[d] = bf(s, o[d]); /* probs . V, one rounding */
+        }
+}
+
+/* Pool task `slot`: tasks taken in turn until none is left, in that slot's scratch. */
+static void attend_slot(void *ctx, int slot)
+{
+    att_job *j = ctx;
+    rt_session *s = j->s;
+    float *mem = s->scores + slot * s->att_slot;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->blocks * s->nkv;)
+        attend_task(s, j, mem, i % s->nkv, j->blocks - 1 - i / s->nkv);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -226,8 +317,9 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         const gm_out qkv[] = {{s->q, w->wq, w->bq, qw}, {kc, w->wk, w->bk, kvw}, {vc, w->wv, w->bv, kvw}};
         gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
         gm_pool_run(s->pool, n, qk_row, &rj);
-        att_job job = {s, n, pos0, l};
-        gm_pool_run(s->pool, s->nh, attend_head, &job);
+        att_job job = {.s = s, .n = n, .pos0 = pos0, .layer = l, .blocks = (n + s->att_rows - 1) / s->att_rows};
+        atomic_init(&job.next, 0);
+        gm_pool_run(s->pool, threads, attend_slot, &job);
         gm_matmul(s->pool, s->o, s->att, w->wo, NULL, n, qw, H, round);
         gm_pool_run(s->pool, n, attn_residual_row, &rj);
         const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
@@ -283,6 +375,12 @@ int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int
     s->F = c->hidden_dim, s->V = c->vocab_size, s->L = c->n_layers;
     const size_t T = (size_t)max_tokens, qw = (size_t)s->nh * s->hd, kvw = (size_t)s->nkv * s->hd;
     const size_t wide = qw > (size_t)s->H ? qw : (size_t)s->H;
+    s->pool = gm_pool_new(o->threads);
+    /* attention: at most ATT_ROWS query rows a task, each with a row of scores for every key */
+    const int group = s->nh / s->nkv;
+    s->att_rows = ATT_ROWS / group > 0 ? ATT_ROWS / group : 1;
+    s->att_lds = ((long)max_tokens + 15) / 16 * 16;
+    s->att_slot = (long)group * s->att_rows * (s->att_lds + 2L * s->hd + 2);
     int ok = 1;
     s->cos = alloc_f(T * (size_t)s->hd / 2, &ok);
     s->sin = alloc_f(T * (size_t)s->hd / 2, &ok);
@@ -295,8 +393,7 @@ int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int
     s->u = alloc_f(T * s->F, &ok);
     s->kc = alloc_f((size_t)s->L * T * kvw, &ok);
     s->vc = alloc_f((size_t)s->L * T * kvw, &ok);
-    s->scores = alloc_f((size_t)s->nh * T, &ok);
-    s->pool = gm_pool_new(o->threads);
+    s->scores = alloc_f((size_t)gm_pool_threads(s->pool) * (size_t)s->att_slot, &ok);
     if (!ok || !s->pool) {
         rt_session_free(s);
         return gm_fail(st, GM_ENOMEM, "runner: out of memory for %d tokens", max_tokens);

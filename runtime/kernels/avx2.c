@@ -404,7 +404,8 @@ static void swiglu_avx2(float *g, const float *u, int n, int round)
 
 enum {
     AK = 16, /* keys per transposed chunk of the scores: two vectors of lanes */
-    AD = 256 /* values of d per piece of a chunk: 16 KB of transposed keys, in L1 */
+    AD = 256, /* values of d per piece of a chunk: 16 KB of transposed keys, in L1 */
+    AV = 256  /* keys per strip of 16 columns of V: 16 KB, in L1 */
 };
 
 /* The rows of the next register tile when `left` rows are left: 6, or 4 (4, 5, 7 or 8 left), or all of 1 to 3. */
@@ -681,42 +682,61 @@ static inline __attribute__((always_inline)) void values_tile8(float *O, long ld
 }
 
 /*
-** Columns of 16 values of d outer, so that each strip of V (nk rows of 64
-** bytes) stays in L1 while every block of up to 6 rows of P passes over it;
-** the last values of d, fewer than 16, a vector of 8 (masked) at a time.
+** Keys AV at a time; in each block, columns of 16 values of d outer, so that
+** the block's strip of V (AV rows of 64 bytes, copied contiguous when more
+** than one tile of rows will read it: V's rows are a few KB apart, which
+** maps a strip onto a few cache sets) stays in L1 while every block of up
+** to 6 rows of P passes over it. The last values of d, fewer than 16, a
+** vector of 8 (masked) at a time, read from V as it is.
 */
 void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
                          int accumulate)
 {
-    int c = 0;
-    for (; c + 16 <= d; c += 16)
-        for (int i = 0; i < nq;) {
-            const int rows = tile_rows_left(nq - i);
-            float *o = O + i * ldo + c;
-            const float *p = P + i * ldp, *v = V + c;
-            switch (rows) {
-            case 6: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 6); break;
-            case 4: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 4); break;
-            case 3: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 3); break;
-            case 2: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 2); break;
-            default: values_tile16(o, ldo, p, ldp, v, ldv, nk, accumulate, 1); break;
+    float Vp[AV * 16] __attribute__((aligned(32)));
+    for (int j0 = 0; j0 == 0 || j0 < nk; j0 += AV) { /* once at least: accumulate = 0 writes O even when nk = 0 */
+        const int kn = nk - j0 < AV ? nk - j0 : AV, acc = accumulate || j0 > 0;
+        const float *pj = P + j0;
+        int c = 0;
+        for (; c + 16 <= d; c += 16) {
+            const float *v = V + j0 * ldv + c;
+            long lv = ldv;
+            if (nq > 6) {
+                for (int j = 0; j < kn; j++) {
+                    _mm256_store_ps(Vp + 16 * j, _mm256_loadu_ps(v + j * ldv));
+                    _mm256_store_ps(Vp + 16 * j + 8, _mm256_loadu_ps(v + j * ldv + 8));
+                }
+                v = Vp, lv = 16;
             }
-            i += rows;
+            for (int i = 0; i < nq;) {
+                const int rows = tile_rows_left(nq - i);
+                float *o = O + i * ldo + c;
+                const float *p = pj + i * ldp;
+                switch (rows) {
+                case 6: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 6); break;
+                case 4: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 4); break;
+                case 3: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 3); break;
+                case 2: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 2); break;
+                default: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 1); break;
+                }
+                i += rows;
+            }
         }
-    for (; c < d; c += 8) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(d - c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int i = 0; i < nq;) {
-            const int rows = tile_rows_left(nq - i);
-            float *o = O + i * ldo + c;
-            const float *p = P + i * ldp, *v = V + c;
-            switch (rows) {
-            case 6: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 6); break;
-            case 4: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 4); break;
-            case 3: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 3); break;
-            case 2: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 2); break;
-            default: values_tile8(o, ldo, p, ldp, v, ldv, nk, accumulate, m, 1); break;
+        for (; c < d; c += 8) {
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(d - c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const float *v = V + j0 * ldv + c;
+            for (int i = 0; i < nq;) {
+                const int rows = tile_rows_left(nq - i);
+                float *o = O + i * ldo + c;
+                const float *p = pj + i * ldp;
+                switch (rows) {
+                case 6: values_tile8(o, ldo, p, ldp, v, ldv, kn, acc, m, 6); break;
+                case 4: values_tile8(o, ldo, p, ldp, v, ldv, kn, acc, m, 4); break;
+                case 3: values_tile8(o, ldo, p, ldp, v, ldv, kn, acc, m, 3); break;
+                case 2: values_tile8(o, ldo, p, ldp, v, ldv, kn, acc, m, 2); break;
+                default: values_tile8(o, ldo, p, ldp, v, ldv, kn, acc, m, 1); break;
+                }
+                i += rows;
             }
-            i += rows;
         }
     }
 }

@@ -109,7 +109,11 @@ static inline float bf16_round(float v)
 
 enum { ATT_RUN = 16 }; /* element-wise steps in runs of a fixed length, which -O2 vectorizes */
 
-/* 1. sc[0..n) = bf(bf(sc) * scale); returns the max of m and them (the order a max is taken in does not matter) */
+/*
+** 1. sc[0..n) = bf(bf(sc) * scale); returns the max of m and them. Taken in
+** lanes, the max can differ only in the sign of a zero, which exp(s - max)
+** does not see.
+*/
 static float scale_scores(float *sc, int n, float scale, int round, float m)
 {
     int k = 0;

@@ -4,10 +4,12 @@
 # valgrind follows the children (--trace-children=yes) and each process writes
 # its own log; a test passes only if its process's log says 0 errors.
 #
-#   scripts/valgrind.sh BUILD_DIR TEST...      e.g. scripts/valgrind.sh build test_models test_runner
+#   scripts/valgrind.sh BUILD_DIR TEST[:FILTER]...   e.g. scripts/valgrind.sh build test_models test_runner:'runner*/avx2'
+#
+# FILTER is a Criterion --filter pattern: the tests of TEST to run (all by default).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-  echo "usage: scripts/valgrind.sh BUILD_DIR TEST..." >&2
+  echo "usage: scripts/valgrind.sh BUILD_DIR TEST[:FILTER]..." >&2
   exit 2
 fi
 build=$1
@@ -15,10 +17,13 @@ shift
 logs=$(mktemp -d "${TMPDIR:-/tmp}/gm-valgrind-XXXXXX")
 trap 'rm -rf "$logs"' EXIT
 status=0
-for t in "$@"; do
+for arg in "$@"; do
+  t=${arg%%:*}
+  filter=()
+  [ "$t" != "$arg" ] && filter=(--filter "${arg#*:}")
   rc=0
   valgrind --error-exitcode=99 --leak-check=full --trace-children=yes \
-           --log-file="$logs/$t.%p" "$build/tests/$t" --jobs 1 >"$logs/$t.out" 2>&1 || rc=$?
+           --log-file="$logs/$t.%p" "$build/tests/$t" --jobs 1 "${filter[@]}" >"$logs/$t.out" 2>&1 || rc=$?
   bad=$(grep -L 'ERROR SUMMARY: 0 errors' "$logs/$t".[0-9]* || true)
   n=$(ls "$logs/$t".[0-9]* | wc -l)
   if [ $rc -ne 0 ] || [ -n "$bad" ]; then

@@ -3,18 +3,28 @@
 ** Qwen2-1.5B shapes (models/qwen2_1_5b), written to a temporary folder as
 ** safetensors. Everything is measured in this run, each figure the median
 ** of several repeats, side by side with what the machine can do:
-**   - the FMA peak (1 and 2 threads) and the memory read bandwidth;
+**   - the peak of every tier the CPU has (peaks*.c: AVX2 FMA, AVX-512 FMA,
+**     VDPBF16PS, AMX TDPBF16PS) on 1 thread and on every core, and the
+**     memory read bandwidth (the best of several ways of reading);
 **   - load (open, validate, transpose into fresh memory) against the least
 **     any copying loader spends: the file's bytes read once into fresh
 **     memory; and the loader's peak resident memory against the model size;
-**   - a 32-token prefill (lite mode) on 1 and 2 threads: seconds, GFLOP/s,
-**     % of the FMA peak, and the scaling;
+**   - prefills (lite mode) of 32, 512 and 2048 tokens on 1 thread and on
+**     every core: seconds, the ratio to the time the weights take to read
+**     once, GFLOP/s, % of the running tier's peak, and the scaling;
 **   - greedy decode with the KV cache: tokens/s and the weight bytes read
 **     per second as a % of the measured bandwidth;
+**   - beside each, PyTorch's bf16 forward pass of the same shapes
+**     (torch_qwen2.py in a child), when /usr/bin/python3 can import torch;
 **   - the blocked kernels against the plain reference kernel.
-**   bench_runner [--tokens N] [--keep DIR] [--only load|run]
+** The targets printed are the running tier's (bench/README.md).
+**   bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..]
+**                [--steps N] [--quick] [--no-torch] [--torch-budget S] [--python PATH]
 **   --keep DIR reuses (or makes) the model there; --only measures the loading
-**   figures, or the prefill, decode and kernel ones.
+**   figures, or the prefill, decode and kernel ones; --tokens and --reps the
+**   prompt lengths and their repeats (32,512,2048 and 7,3,1; --quick: 32,512
+**   and 3,1, 8 decode steps, 3 load turns); --torch-budget the seconds one
+**   PyTorch run may take to be measured (120; the repeats are as many as fit).
 */
 #include <errno.h>
 #include <math.h>
@@ -29,14 +39,17 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <pthread.h>
-#include <immintrin.h>
+#include <signal.h>
+#include <stdarg.h>
 
+#include "gm/cpu.h"
 #include "gm/io.h"
 #include "gm/kernels.h"
 #include "gm/pool.h"
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/safetensors.h"
+#include "peaks.h"
 
 #define MODEL "qwen2_1_5b"
 
@@ -133,90 +146,6 @@ static void make_model(const char *dir)
 }
 
 /* ---------------------------------------------------------------------- */
-/* what the machine can do */
-
-__attribute__((target("avx2,fma"))) static void *fma_loop(void *arg)
-{
-    const long iters = *(const long *)arg;
-    const __m256 b = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(0.001f);
-    /* 12 independent chains in named registers (an array would live on the stack) */
-    __m256 a0 = _mm256_set1_ps(0), a1 = _mm256_set1_ps(1), a2 = _mm256_set1_ps(2), a3 = _mm256_set1_ps(3);
-    __m256 a4 = _mm256_set1_ps(4), a5 = _mm256_set1_ps(5), a6 = _mm256_set1_ps(6), a7 = _mm256_set1_ps(7);
-    __m256 a8 = _mm256_set1_ps(8), a9 = _mm256_set1_ps(9), a10 = _mm256_set1_ps(10), a11 = _mm256_set1_ps(11);
-    for (long it = 0; it < iters; it++) {
-        a0 = _mm256_fmadd_ps(a0, b, c), a1 = _mm256_fmadd_ps(a1, b, c), a2 = _mm256_fmadd_ps(a2, b, c);
-        a3 = _mm256_fmadd_ps(a3, b, c), a4 = _mm256_fmadd_ps(a4, b, c), a5 = _mm256_fmadd_ps(a5, b, c);
-        a6 = _mm256_fmadd_ps(a6, b, c), a7 = _mm256_fmadd_ps(a7, b, c), a8 = _mm256_fmadd_ps(a8, b, c);
-        a9 = _mm256_fmadd_ps(a9, b, c), a10 = _mm256_fmadd_ps(a10, b, c), a11 = _mm256_fmadd_ps(a11, b, c);
-    }
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                                   _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
-                                                 _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
-    return _mm256_cvtss_f32(s) == 12345.0f ? arg : NULL; /* keeps the work */
-}
-
-/* GFLOP/s of independent 8-wide FMAs on n threads: one sample, about 0.1 s. */
-static double fma_sample(int n)
-{
-    long iters = 25000000;
-    pthread_t th[16];
-    const double t0 = now();
-    for (int i = 0; i < n; i++)
-        pthread_create(&th[i], NULL, fma_loop, &iters);
-    for (int i = 0; i < n; i++)
-        pthread_join(th[i], NULL);
-    return n * iters * 12.0 * 16.0 / (now() - t0) / 1e9;
-}
-
-typedef struct span { const uint8_t *p; size_t n; } span;
-
-__attribute__((target("avx2"))) static void *read_span(void *arg)
-{
-    const span *s = arg;
-    __m256i acc = _mm256_setzero_si256();
-    for (size_t i = 0; i + 128 <= s->n; i += 128) {
-        acc = _mm256_add_epi32(acc, _mm256_load_si256((const __m256i *)(const void *)(s->p + i)));
-        acc = _mm256_add_epi32(acc, _mm256_load_si256((const __m256i *)(const void *)(s->p + i + 32)));
-        acc = _mm256_add_epi32(acc, _mm256_load_si256((const __m256i *)(const void *)(s->p + i + 64)));
-        acc = _mm256_add_epi32(acc, _mm256_load_si256((const __m256i *)(const void *)(s->p + i + 96)));
-    }
-    return _mm256_extract_epi32(acc, 0) == 123456789 ? arg : NULL;
-}
-
-/*
-** A buffer for reading memory as the weights are read: 1 GiB, huge pages
-** as the weight arena has, touched once.
-*/
-enum { BW_SIZE = 1 << 30 };
-
-static uint8_t *bw_buffer(void)
-{
-    uint8_t *buf = mmap(NULL, BW_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buf == MAP_FAILED) {
-        perror("bench_runner: mmap");
-        exit(1);
-    }
-    madvise(buf, BW_SIZE, MADV_HUGEPAGE);
-    memset(buf, 1, BW_SIZE);
-    return buf;
-}
-
-/* GB/s reading buf, split in n contiguous parts, on n threads: one sample. */
-static double bw_sample(const uint8_t *buf, int n)
-{
-    pthread_t th[16];
-    span sp[16];
-    const double t0 = now();
-    for (int i = 0; i < n; i++) {
-        sp[i] = (span){buf + BW_SIZE / (size_t)n * (size_t)i, BW_SIZE / (size_t)n};
-        pthread_create(&th[i], NULL, read_span, &sp[i]);
-    }
-    for (int i = 0; i < n; i++)
-        pthread_join(th[i], NULL);
-    return (double)BW_SIZE / (now() - t0) / 1e9;
-}
-
-/* ---------------------------------------------------------------------- */
 /* loading, each in a child process: its own time and peak memory */
 
 typedef struct copy_arg { int fd; uint8_t *dst; size_t off, n; } copy_arg;
@@ -305,22 +234,203 @@ static void remove_model(const char *keep, const char *dir, char *path)
     rmdir(dir);
 }
 
+
+/* ---------------------------------------------------------------------- */
+/* PyTorch beside us: bench/torch_qwen2.py --serve in a child, one command a line */
+
+typedef struct torch_proc {
+    pid_t pid; /* 0: not running */
+    FILE *to, *from;
+    char version[64];
+} torch_proc;
+
+static void torch_stop(torch_proc *tp)
+{
+    if (!tp->pid)
+        return;
+    fputs("quit\n", tp->to);
+    fclose(tp->to);
+    fclose(tp->from);
+    waitpid(tp->pid, NULL, 0);
+    tp->pid = 0;
+}
+
+/* Start the child and wait for its weights; 0, or -1 with the reason in why. */
+static int torch_start(torch_proc *tp, const char *python, const char *config, char *why, size_t why_len)
+{
+    int in[2], out[2];
+    memset(tp, 0, sizeof *tp);
+    if (pipe(in) != 0 || pipe(out) != 0) {
+        snprintf(why, why_len, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        execl(python, python, GM_SOURCE_DIR "/bench/torch_qwen2.py", "--serve", "--config", config, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    tp->pid = pid;
+    tp->to = fdopen(in[1], "w");
+    tp->from = fdopen(out[0], "r");
+    char line[512];
+    if (fgets(line, sizeof line, tp->from) && !strncmp(line, "ready ", 6)) {
+        line[strcspn(line, "\n")] = 0;
+        snprintf(tp->version, sizeof tp->version, "%s", line + 6);
+        return 0;
+    }
+    int status = 0;
+    if (!feof(tp->from) && !strncmp(line, "error: ", 7)) {
+        line[strcspn(line, "\n")] = 0;
+        snprintf(why, why_len, "%s", line + 7);
+    }
+    fclose(tp->to);
+    fclose(tp->from);
+    waitpid(pid, &status, 0);
+    tp->pid = 0;
+    if (!*why)
+        snprintf(why, why_len, "%s %s", python,
+                 WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "could not be run" : "exited before it was ready");
+    return -1;
+}
+
+/* Send one command; the number it answers (seconds, or 0 for "ok"), or -1 when the child failed (then it is stopped). */
+static double torch_ask(torch_proc *tp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static double torch_ask(torch_proc *tp, const char *fmt, ...)
+{
+    if (!tp->pid)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(tp->to, fmt, ap);
+    va_end(ap);
+    fputc('\n', tp->to);
+    fflush(tp->to);
+    char line[512];
+    char *end = NULL;
+    double v = -1;
+    if (fgets(line, sizeof line, tp->from)) {
+        if (!strncmp(line, "ok", 2))
+            return 0;
+        v = strtod(line, &end);
+    }
+    if (!end || end == line || v < 0) {
+        fprintf(stderr, "bench_runner: PyTorch's side stopped answering (%s); the comparison ends here\n",
+                end ? "a bad line" : "no answer");
+        torch_stop(tp);
+        return -1;
+    }
+    usleep(20000); /* its OpenMP threads spin a little after a parallel region */
+    return v;
+}
+
+/* ---------------------------------------------------------------------- */
+
+typedef enum tier_id { TIER_AMX, TIER_AVX512, TIER_AVX2, TIER_PORTABLE } tier_id;
+
+static tier_id tier_of(const char *name)
+{
+    return !strcmp(name, "amx") ? TIER_AMX : !strcmp(name, "avx512") ? TIER_AVX512
+                                          : !strcmp(name, "avx2")   ? TIER_AVX2
+                                                                    : TIER_PORTABLE;
+}
+
+/* A comma-separated list of positive numbers into v[0..max); how many. */
+static int parse_list(const char *s, int *v, int max)
+{
+    int n = 0;
+    for (const char *p = s; *p && n < max;) {
+        char *end;
+        const long x = strtol(p, &end, 10);
+        if (end == p || x <= 0 || x > 1000000)
+            return 0;
+        v[n++] = (int)x;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return 0;
+    }
+    return n;
+}
+
+enum { MAX_LENS = 8, MAX_REPS = 64, MAX_STEPS = 256, MAX_SAMPLES = 1024 };
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..] [--steps N]\n"
+            "                    [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH]\n");
+    exit(2);
+}
+
 int main(int argc, char **argv)
 {
-    int T = 32, reps = 7;
-    const char *keep = NULL, *only = NULL;
+    int lens[MAX_LENS] = {32, 512, 2048}, reps[MAX_LENS] = {7, 3, 1}, n_lens = 3, n_reps = 3, steps = 16, turns = 5;
+    int use_torch = 1;
+    double budget = 120;
+    const char *keep = NULL, *only = NULL, *python = "/usr/bin/python3";
+    for (int i = 1; i < argc; i++) /* --quick first: the options given beside it override its choices */
+        if (!strcmp(argv[i], "--quick")) {
+            n_lens = 2, n_reps = 2, reps[0] = 3, reps[1] = 1, steps = 8, turns = 3;
+        }
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-            T = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--quick"))
+            continue;
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            if (!(n_lens = parse_list(argv[++i], lens, MAX_LENS)))
+                usage();
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            if (!(n_reps = parse_list(argv[++i], reps, MAX_LENS)))
+                usage();
+        } else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keep = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
             only = argv[++i];
-        else {
-            fprintf(stderr, "usage: bench_runner [--tokens N] [--keep DIR] [--only load|run]\n");
+        else if (!strcmp(argv[i], "--no-torch"))
+            use_torch = 0;
+        else if (!strcmp(argv[i], "--torch-budget") && i + 1 < argc)
+            budget = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--python") && i + 1 < argc)
+            python = argv[++i];
+        else
+            usage();
+    }
+    if (only && strcmp(only, "load") && strcmp(only, "run"))
+        usage();
+    for (int j = n_reps; j < n_lens; j++) /* a shorter --reps list: its last count for the rest */
+        reps[j] = reps[n_reps - 1];
+    for (int j = 0; j < n_lens; j++)
+        reps[j] = reps[j] > MAX_REPS ? MAX_REPS : reps[j];
+    steps = steps < 1 ? 1 : steps > MAX_STEPS ? MAX_STEPS : steps;
+    signal(SIGPIPE, SIG_IGN); /* a PyTorch child that dies is an error to report, not our end */
+
+    const double t_start = now();
+    /*
+    ** GM_ISA picks the tier that runs, but the peaks are the CPU's: check it,
+    ** then select its tier by name and probe the CPU without it.
+    */
+    char isa_buf[32] = "";
+    {
+        gm_status ist = {0};
+        if (gm_isa_check(&ist)) {
+            fprintf(stderr, "bench_runner: %s\n", ist.msg);
+            return 2;
+        }
+        const char *v = getenv("GM_ISA");
+        snprintf(isa_buf, sizeof isa_buf, "%s", v ? v : "");
+        unsetenv("GM_ISA");
+        if (*isa_buf && gm_kernels_select(isa_buf) != 0) {
+            fprintf(stderr, "bench_runner: GM_ISA=%s: the kernels cannot run that tier here\n", isa_buf);
             return 2;
         }
     }
+    const char *isa = isa_buf;
     const gm_model_entry *e = gm_registry_find(gm_models, MODEL);
     if (!e) {
         fprintf(stderr, "bench_runner: models/%s is not built in\n", MODEL);
@@ -342,16 +452,61 @@ int main(int argc, char **argv)
     if (access(path, R_OK) != 0)
         make_model(dir);
     const int cores = gm_default_threads();
+    const int K = cores > 1 ? 2 : 1, nthr[2] = {1, cores};
+    const unsigned feats = gm_cpu_features();
+    const tier_id tier = tier_of(gm_kernels_name());
     printf("model: random weights with the shapes of %s in %s (made in %.1f s)\n", e->repo, dir, now() - t0);
-    printf("kernels: %s; threads: 1 and %d; every figure the median of its repeats\n", gm_kernels_name(), cores);
+    printf("kernels: the %s tier (CPU: %s%s%s%s%s%s%s%s); threads: 1 and %d; every figure the median of its repeats, "
+           "measured in turns with what it is compared to\n",
+           gm_kernels_name(), feats & GM_CPU_AVX2 ? "avx2" : "", feats & GM_CPU_FMA ? " fma" : "",
+           feats & GM_CPU_AVX512 ? " avx512" : "", feats & GM_CPU_AVX512_BF16 ? " avx512-bf16" : "",
+           feats & GM_CPU_AMX_BF16 ? " amx-bf16" : "", feats ? "" : "no vector extensions",
+           *isa ? "; GM_ISA=" : "", isa, cores);
 
-    /*
-    ** The machine is shared and its speed drifts within seconds, so every
-    ** figure is measured in turns with what it is compared to (a sample of
-    ** the FMA peak before each prefill, of the read bandwidth before each
-    ** decode step, a plain copy before each load), and each percentage is
-    ** the median of those side-by-side ratios.
-    */
+    /* the peak of every tier this CPU has, on 1 thread and on every core: the median of 5 samples, in turns */
+    double peak[PEAK_KINDS][2] = {{0}};
+    for (int k = 0; k < PEAK_KINDS; k++) {
+        if (!peak_available((peak_kind)k)) {
+            printf("peak %s: not on this CPU\n", peak_name((peak_kind)k));
+            continue;
+        }
+        double s[2][5];
+        for (int r = 0; r < 5; r++)
+            for (int t = 0; t < K; t++)
+                s[t][r] = peak_sample((peak_kind)k, nthr[t]);
+        for (int t = 0; t < K; t++)
+            peak[k][t] = median(s[t], 5);
+        printf("peak %s (%s): %.1f GFLOP/s on 1 thread, %.1f on %d threads\n", peak_name((peak_kind)k),
+               peak_how((peak_kind)k), peak[k][0], peak[k][K - 1], cores);
+    }
+
+    /* the read bandwidth: every way of reading, 3 samples each in turns, on 1 thread and every core; the best then serves */
+    bw_probe bwp;
+    bw_new(&bwp, cores);
+    int best[2] = {0, 0};
+    double bw_best[2] = {0, 0};
+    for (int t = 0; t < K; t++) {
+        double s[BW_CONFIGS][3];
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < BW_CONFIGS; c++)
+                s[c][r] = bw_config_available(c) ? bw_sample(&bwp, nthr[t], c) : 0;
+        char list[1024] = "";
+        for (int c = 0; c < BW_CONFIGS; c++) {
+            if (!bw_config_available(c))
+                continue;
+            const double m = median(s[c], 3);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s %.1f", *list ? ", " : "",
+                     bw_config_name(c), m);
+            if (m > bw_best[t])
+                bw_best[t] = m, best[t] = c;
+        }
+        printf("read bandwidth, %d thread%s: %.1f GB/s, %s (median of 3 of each way, in turns: %s; GB/s)\n", nthr[t],
+               t ? "s" : "", bw_best[t], bw_config_name(best[t]), list);
+    }
+    printf("  (the probe: a %.2f GiB huge-page buffer, touched once; each thread reads its own contiguous part, "
+           "8 independent accumulators; the best way of reading serves every sample below)\n",
+           (double)bwp.size / (1 << 30));
+
     if (!only || strcmp(only, "run") != 0) {
         /* loading: the file read once into fresh memory, then our loader; each in a fresh child process */
         bench_model = e;
@@ -362,7 +517,7 @@ int main(int argc, char **argv)
             file_size = (double)lseek(fd, 0, SEEK_END);
             close(fd);
         }
-        for (int r = 0; r < 5; r++) {
+        for (int r = 0; r < turns; r++) {
             if (r % 2) { /* in turns, which goes first: neither always meets the memory the other just freed */
                 rss[r] = in_child(child_load, NULL, &load[r]);
                 in_child(child_copy, path, &copy[r]);
@@ -373,12 +528,15 @@ int main(int argc, char **argv)
             lratio[r] = load[r] / copy[r];
         }
         printf("load: %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f (target <= 1.5)\n",
-               median(load, 5), file_size / 1e9, median(copy, 5), median(lratio, 5));
-        const double peak_rss = median(rss, 5);
-        printf("load peak RSS: %.2f GB, %.2fx the model file (target <= 1.25)\n", peak_rss / 1e9, peak_rss / file_size);
+               median(load, turns), file_size / 1e9, median(copy, turns), median(lratio, turns));
+        const double peak_rss = median(rss, turns);
+        printf("load peak RSS: %.2f GB, %.2fx the model file (target <= 1.25)\n", peak_rss / 1e9,
+               peak_rss / file_size);
     }
     if (only && strcmp(only, "load") == 0) {
+        bw_free(&bwp);
         remove_model(keep, dir, path);
+        printf("whole run: %.0f s\n", now() - t_start);
         return 0;
     }
 
@@ -392,76 +550,197 @@ int main(int argc, char **argv)
     rt_model m;
     e->view(w, layers, &m);
     const gm_config *cf = &m.cfg;
-    int32_t *tokens = malloc(sizeof *tokens * (size_t)(T + 64));
-    for (int i = 0; i < T; i++)
+    int max_len = 0;
+    for (int j = 0; j < n_lens; j++)
+        max_len = lens[j] > max_len ? lens[j] : max_len;
+    const int cap = max_len + steps + 64;
+    int32_t *tokens = malloc(sizeof *tokens * (size_t)cap);
+    for (int i = 0; i < cap; i++)
         tokens[i] = (int32_t)(next() % (uint32_t)cf->vocab_size);
     const double H = cf->emb_dim, F = cf->hidden_dim, qw = (double)cf->n_heads * cf->head_dim,
                  kvw = (double)cf->n_kv_heads * cf->head_dim;
     const double linear = H * (qw + 2 * kvw) + qw * H + 3 * H * F;
-    const double flops = 2.0 * T * linear * cf->n_layers + 2.0 * cf->vocab_size * H /* lm_head, last position */
-                         + 2.0 * 2.0 * cf->n_heads * cf->head_dim * (T * (T + 1) / 2.0) * cf->n_layers;
+    const double head = (double)cf->vocab_size * H, pair = 2.0 * 2.0 * cf->n_heads * cf->head_dim;
+    double flops[MAX_LENS];
+    char fl[512] = "";
+    for (int j = 0; j < n_lens; j++) {
+        const double T = lens[j];
+        flops[j] = 2.0 * T * linear * cf->n_layers + 2.0 * head + pair * (T * (T + 1) / 2.0) * cf->n_layers;
+        snprintf(fl + strlen(fl), sizeof fl - strlen(fl), "%s%d tokens %.1f", j ? ", " : "", lens[j], flops[j] / 1e9);
+    }
+    /* every weight byte is read once a token: the projections, the norms, and the LM head */
+    const double bytes = 2.0 * (cf->n_layers * (linear + 2 * H + qw + 2 * kvw) + H + head);
+    printf("prefill FLOPs: 2 x %.4g projection weights a token, + %.0f a (query, key) pair a layer over the causal "
+           "triangle (2 x 2 x %d heads x %d), + 2 x %.4g for the LM head at the last position: %s GFLOP; "
+           "weight-read floor: %.2f GB at the read bandwidth\n",
+           linear * cf->n_layers, pair, cf->n_heads, cf->head_dim, head, fl, bytes / 1e9);
 
-    /*
-    ** Prefill on 1 thread and on every core, in turns, each run after a
-    ** sample of the FMA peak on as many threads; the scaling is the median
-    ** of the neighbouring runs' ratios.
-    */
+    /* PyTorch beside us, when /usr/bin/python3 can import torch */
+    torch_proc tp = {0};
+    if (!use_torch) {
+        printf("PyTorch comparison: skipped (--no-torch)\n");
+    } else {
+        char why[512] = "", config[4200];
+        snprintf(config, sizeof config, "%s/config.json", dir);
+        t0 = now();
+        if (torch_start(&tp, python, config, why, sizeof why) != 0)
+            printf("PyTorch comparison: skipped: %s\n", why);
+        else
+            printf("PyTorch: torch %s in %s, bench/torch_qwen2.py (Hugging Face Qwen2's eager ops in bf16, random "
+                   "weights of these shapes, made in %.1f s); a figure is measured when one run fits in %.0f s "
+                   "(--torch-budget), with as many runs as fit\n", tp.version, python, now() - t0, budget);
+    }
+
     rt_session *sess[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        const rt_options o = {RT_BF16, 0, k == 0 ? 1 : cores};
-        if (rt_session_new(&sess[k], &m, &o, T + 64, &st)) {
+    for (int k = 0; k < K; k++) {
+        const rt_options o = {RT_BF16, 0, nthr[k]};
+        if (rt_session_new(&sess[k], &m, &o, cap, &st)) {
             fprintf(stderr, "bench_runner: %s\n", st.msg);
             return 1;
         }
     }
-    double pre[2][9], pk[2][9], ratio[2][9], scale[9], peak[2];
+    const peak_kind run_peak = tier == TIER_AMX ? PEAK_AMX_BF16 : tier == TIER_AVX512 ? PEAK_AVX512_FMA : PEAK_AVX2_FMA;
+    const int have_peak = peak_available(run_peak);
+    static double pk_all[2][MAX_SAMPLES], bw_all[2][MAX_SAMPLES];
+    int n_pk[2] = {0, 0}, n_bw[2] = {0, 0};
+    double torch_first[2] = {0, 0}; /* PyTorch's median at the first length, for projecting the others */
     rt_result res;
-    for (int r = 0; r < reps; r++) {
-        for (int k = 0; k < 2; k++) {
-            pk[k][r] = fma_sample(k == 0 ? 1 : cores);
-            t0 = now();
-            rt_prefill(sess[k], tokens, T, &res, &st);
-            pre[k][r] = now() - t0;
-            ratio[k][r] = flops / pre[k][r] / 1e9 / pk[k][r];
-            rt_result_free(&res);
+
+    for (int j = 0; j < n_lens; j++) {
+        const int T = lens[j], R = reps[j];
+        double sec[2][MAX_REPS], pr[2][MAX_REPS], fr[2][MAX_REPS], scale[MAX_REPS], bwk[2][MAX_REPS];
+        double tsec[2][MAX_REPS];
+        int tn[2] = {0, 0}, treps[2] = {R, R}, tmeasure[2] = {0, 0};
+        double projected[2] = {0, 0};
+        for (int k = 0; k < K; k++) {
+            projected[k] = j == 0 ? 0 : torch_first[k] * flops[j] / flops[0];
+            tmeasure[k] = tp.pid && (j == 0 || (torch_first[k] > 0 && projected[k] <= budget));
         }
-        scale[r] = pre[0][r] / pre[1][r];
-    }
-    for (int k = 0; k < 2; k++) {
-        const double sec = median(pre[k], reps);
-        peak[k] = median(pk[k], reps);
-        printf("prefill %d tokens (lite), %d thread%s: %.3f s, %.1f GFLOP/s, %.0f%% of the FMA peak%s\n", T,
-               k == 0 ? 1 : cores, k == 0 ? "" : "s", sec, flops / sec / 1e9, 100.0 * median(ratio[k], reps),
-               k == 0 ? " (target >= 70%)" : "");
-    }
-    printf("prefill scaling, %d threads over 1: %.2fx (target >= 1.8)\n", cores, median(scale, reps));
+        /*
+        ** 1 thread, then every core, in turns: before each of our runs a sample
+        ** of the tier's peak and of the read bandwidth on as many threads, and
+        ** after it PyTorch's run on as many (its first a warm-up).
+        */
+        for (int r = 0; r < R; r++) {
+            for (int k = 0; k < K; k++) {
+                const double pk = have_peak ? peak_sample(run_peak, nthr[k]) : 0;
+                const double bw = bw_sample(&bwp, nthr[k], best[k]);
+                if (n_pk[k] < MAX_SAMPLES)
+                    pk_all[k][n_pk[k]++] = pk;
+                if (n_bw[k] < MAX_SAMPLES)
+                    bw_all[k][n_bw[k]++] = bw;
+                t0 = now();
+                if (rt_prefill(sess[k], tokens, T, &res, &st)) {
+                    fprintf(stderr, "bench_runner: %s\n", st.msg);
+                    return 1;
+                }
+                sec[k][r] = now() - t0;
+                rt_result_free(&res);
+                bwk[k][r] = bw;
+                pr[k][r] = have_peak ? flops[j] / sec[k][r] / 1e9 / pk : 0;
+                fr[k][r] = sec[k][r] / (bytes / 1e9 / bw);
+                if (tmeasure[k] && tp.pid && r < treps[k]) {
+                    double v = torch_ask(&tp, "threads %d", nthr[k]);
+                    if (v >= 0 && r == 0) { /* the warm-up, which also says how many runs fit */
+                        v = torch_ask(&tp, "prefill %d 1", T);
+                        const int fit = v > 0 ? (int)(budget / v) : R;
+                        treps[k] = fit < 1 ? 1 : fit < R ? fit : R;
+                    }
+                    if (v >= 0 && (v = torch_ask(&tp, "prefill %d 1", T)) >= 0)
+                        tsec[k][tn[k]++] = v;
+                }
+            }
+            if (K == 2)
+                scale[r] = sec[0][r] / sec[1][r];
+        }
+        for (int k = 0; k < K; k++) {
+            const double s = median(sec[k], R), f = median(fr[k], R), p = median(pr[k], R);
+            char ftarget[64] = "", ptarget[64] = "";
+            if (tier == TIER_AMX && T == 32)
+                snprintf(ftarget, sizeof ftarget, " (target <= 1.3x)");
+            if (tier == TIER_AMX && k == K - 1 && (T == 512 || T == 2048))
+                snprintf(ptarget, sizeof ptarget, " (target >= %d%%)", T == 512 ? 40 : 30);
+            if ((tier == TIER_AVX512 || tier == TIER_AVX2) && T == 32 && k == 0)
+                snprintf(ptarget, sizeof ptarget, " (target >= 70%%)");
+            char ppart[160];
+            if (have_peak)
+                snprintf(ppart, sizeof ppart, ", %.0f%% of the %s peak%s%s", 100.0 * p, peak_name(run_peak),
+                         tier == TIER_PORTABLE ? " (the portable tier: against AVX2's peak)" : "", ptarget);
+            else
+                snprintf(ppart, sizeof ppart, " (no peak measured for the %s tier)", gm_kernels_name());
+            printf("prefill %d tokens (lite), %d thread%s: %.3f s (median of %d); %.2fx the weight-read floor "
+                   "(%.3f s at %.1f GB/s)%s; %.1f GFLOP/s%s\n",
+                   T, nthr[k], k ? "s" : "", s, R, f, bytes / 1e9 / median(bwk[k], R), median(bwk[k], R), ftarget,
+                   flops[j] / s / 1e9, ppart);
+            if (tmeasure[k] && tn[k] > 0) {
+                const double ts = median(tsec[k], tn[k]);
+                if (j == 0)
+                    torch_first[k] = ts;
+                char ttarget[64] = "";
+                if (tier == TIER_AMX && (T == 32 || T == 512))
+                    snprintf(ttarget, sizeof ttarget, " (target >= %.1fx)", T == 32 ? 1.5 : 2.5);
+                printf("  PyTorch, %d thread%s: %.3f s (median of %d after a warm-up); ours is %.2fx PyTorch's "
+                       "speed%s\n", nthr[k], k ? "s" : "", ts, tn[k], ts / s, ttarget);
+            } else if (j > 0 && tp.pid) {
+                printf("  PyTorch, %d thread%s: not measured: one run projected at %.0f s from its %d-token one, "
+                       "over the budget of %.0f s\n", nthr[k], k ? "s" : "", projected[k], lens[0], budget);
+            }
+        }
+        if (K == 2)
+            printf("prefill %d tokens, scaling %d threads over 1: %.2fx%s\n", T, cores, median(scale, R),
+                   tier == TIER_AVX2 && T == 32 ? " (target >= 1.8)" : "");
 
-    /* greedy decode with the KV cache on every core, each step after a sample of the read bandwidth */
-    enum { STEPS = 16 };
-    double step[STEPS], bws[STEPS], bratio[STEPS];
-    /* every weight byte is read once a token: the projections, the norms, and the LM head */
-    const double bytes = 2.0 * (cf->n_layers * (linear + 2 * H + qw + 2 * kvw) + H + (double)cf->vocab_size * H);
-    uint8_t *buf = bw_buffer();
-    rt_prefill(sess[1], tokens, T, &res, &st);
-    int32_t tok = res.top1;
-    rt_result_free(&res);
-    for (int i = 0; i < STEPS; i++) {
-        bws[i] = bw_sample(buf, cores);
-        t0 = now();
-        rt_decode_step(sess[1], tok, &res, &st);
-        step[i] = now() - t0;
-        bratio[i] = bytes / step[i] / 1e9 / bws[i];
-        tok = res.top1;
+        if (j > 0)
+            continue;
+        /* after the first length: greedy decode with the KV cache on every core, each step after a sample of the
+           read bandwidth, and PyTorch's step after ours */
+        double step[MAX_STEPS], bws[MAX_STEPS], bratio[MAX_STEPS], tstep[MAX_STEPS];
+        int tsteps = 0, tfit = steps;
+        rt_session *sd = sess[K - 1];
+        rt_prefill(sd, tokens, T, &res, &st);
+        int32_t tok = res.top1;
         rt_result_free(&res);
+        if (tp.pid && torch_ask(&tp, "threads %d", cores) >= 0) {
+            const double v = torch_ask(&tp, "decode %d 1", T); /* the warm-up */
+            const int fit = v > 0 ? (int)(budget / v) : steps;
+            tfit = fit < 1 ? 1 : fit < steps ? fit : steps;
+        }
+        for (int i = 0; i < steps; i++) {
+            bws[i] = bw_sample(&bwp, cores, best[K - 1]);
+            if (n_bw[K - 1] < MAX_SAMPLES)
+                bw_all[K - 1][n_bw[K - 1]++] = bws[i];
+            t0 = now();
+            if (rt_decode_step(sd, tok, &res, &st)) {
+                fprintf(stderr, "bench_runner: %s\n", st.msg);
+                return 1;
+            }
+            step[i] = now() - t0;
+            bratio[i] = bytes / step[i] / 1e9 / bws[i];
+            tok = res.top1;
+            rt_result_free(&res);
+            double v;
+            if (tp.pid && i < tfit && (v = torch_ask(&tp, "decode %d 1", T)) >= 0)
+                tstep[tsteps++] = v;
+        }
+        const double ds = median(step, steps), dr = median(bratio, steps);
+        printf("decode after %d tokens, %d threads: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s of "
+               "weights, %.0f%% of the read bandwidth (%.1f GB/s)%s%s\n",
+               T, cores, 1.0 / ds, ds * 1e3, steps, bytes / ds / 1e9, 100.0 * dr, median(bws, steps),
+               tier == TIER_AMX || tier == TIER_AVX2 ? " (target >= 90%)" : "",
+               dr > 1.0 ? "; above 100%: the probe reads slower than decode does" : "");
+        if (tsteps > 0) {
+            const double ts = median(tstep, tsteps);
+            printf("  PyTorch decode (KV cache), %d threads: %.1f ms/token (median of %d steps after a warm-up); ours "
+                   "is %.2fx PyTorch's speed\n", cores, ts * 1e3, tsteps, ts / ds);
+        }
     }
-    munmap(buf, BW_SIZE);
-    const double ds = median(step, STEPS), bw = median(bws, STEPS);
-    printf("decode: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s of weights, %.0f%% of the read "
-           "bandwidth (target >= 90%%)\n", 1.0 / ds, ds * 1e3, STEPS, bytes / ds / 1e9, 100.0 * median(bratio, STEPS));
+    torch_stop(&tp);
     rt_session_free(sess[0]);
-    rt_session_free(sess[1]);
+    if (K == 2)
+        rt_session_free(sess[1]);
 
-    /* the blocked kernels against the plain reference, on layer 0's projections at T rows */
+    /* the blocked kernels against the plain reference, on layer 0's projections at the first length's rows */
+    const int T = lens[0];
     const rt_layer *l0 = &m.layers[0];
     float *X = malloc(sizeof(float) * (size_t)T * (size_t)F), *Y = malloc(sizeof(float) * (size_t)T * (size_t)F);
     for (size_t i = 0; i < (size_t)T * (size_t)F; i++)
@@ -485,9 +764,13 @@ int main(int argc, char **argv)
     const double lf = 2.0 * T * linear;
     printf("kernels, one layer's projections at %d rows, 1 thread: blocked %.1f GFLOP/s, plain reference %.1f GFLOP/s: "
            "%.1fx\n", T, lf / median(fast, 5) / 1e9, lf / ref[0] / 1e9, ref[0] / median(fast, 5));
-    printf("machine, sampled beside the figures above: FMA peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
-           "memory read %.1f GB/s (%d threads)\n", peak[0], peak[1], cores, bw, cores);
+    printf("machine, sampled beside the figures above: %s peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
+           "memory read %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
+           peak_name(run_peak), n_pk[0] ? median(pk_all[0], n_pk[0]) : 0, n_pk[K - 1] ? median(pk_all[K - 1], n_pk[K - 1]) : 0,
+           cores, n_bw[0] ? median(bw_all[0], n_bw[0]) : 0, n_bw[K - 1] ? median(bw_all[K - 1], n_bw[K - 1]) : 0, cores);
+    printf("whole run: %.0f s\n", now() - t_start);
     gm_pool_free(pool);
+    bw_free(&bwp);
     free(X);
     free(Y);
     free(tokens);

@@ -25,7 +25,7 @@ typedef struct worker {
     long iters;
     const uint8_t *p;       /* NULL: a peak loop */
     size_t n, ahead;
-    int wide;               /* read with 64-byte loads */
+    int wide, streams;      /* read with 64-byte loads; in how many runs */
     double t0, t1, flops;
     float fsink;
     uint32_t sink;
@@ -37,7 +37,7 @@ static void *work(void *arg)
     pthread_barrier_wait(w->start);
     w->t0 = now();
     if (w->p) {
-        w->sink = w->wide ? read_avx512(w->p, w->n, w->ahead) : read_avx2(w->p, w->n, w->ahead);
+        w->sink = w->wide ? read_avx512(w->p, w->n, w->ahead, w->streams) : read_avx2(w->p, w->n, w->ahead, w->streams);
     } else {
         switch (w->kind) {
         case PEAK_AVX2_FMA: w->flops = peak_avx2_fma(w->iters, &w->fsink); break;
@@ -119,15 +119,19 @@ double peak_sample(peak_kind k, int threads)
 
 static const struct {
     const char *name;
-    int wide;
+    int wide, streams;
     size_t ahead;
 } configs[BW_CONFIGS] = {
-    {"ymm loads", 0, 0},
-    {"ymm + prefetch 1 KB ahead", 0, 1024},
-    {"ymm + prefetch 4 KB ahead", 0, 4096},
-    {"zmm loads", 1, 0},
-    {"zmm + prefetch 1 KB ahead", 1, 1024},
-    {"zmm + prefetch 4 KB ahead", 1, 4096},
+    {"ymm loads", 0, 1, 0},
+    {"ymm, prefetch 1 KB ahead", 0, 1, 1024},
+    {"ymm, prefetch 4 KB ahead", 0, 1, 4096},
+    {"ymm, 4 runs", 0, 4, 0},
+    {"ymm, 4 runs, prefetch 1 KB ahead", 0, 4, 1024},
+    {"zmm loads", 1, 1, 0},
+    {"zmm, prefetch 1 KB ahead", 1, 1, 1024},
+    {"zmm, prefetch 4 KB ahead", 1, 1, 4096},
+    {"zmm, 4 runs", 1, 4, 0},
+    {"zmm, 4 runs, prefetch 1 KB ahead", 1, 4, 1024},
 };
 
 const char *bw_config_name(int c) { return configs[c].name; }
@@ -139,7 +143,7 @@ int bw_config_available(int c)
 /*
 ** At least 1 GiB, 4x the last-level cache and 64 MiB a thread, so nothing
 ** read stays in cache and each thread streams a long run; at most an eighth
-** of the memory; whole 2 MiB pages.
+** of the memory; whole 2 MiB pages; not inherited by children.
 */
 void bw_new(bw_probe *b, int max_threads)
 {
@@ -158,6 +162,7 @@ void bw_new(bw_probe *b, int max_threads)
         exit(1);
     }
     madvise(b->buf, size, MADV_HUGEPAGE);
+    madvise(b->buf, size, MADV_DONTFORK); /* not in the loading children: their peak RSS is the loader's alone */
     memset(b->buf, 1, size);
     b->size = size;
 }
@@ -169,12 +174,13 @@ double bw_sample(const bw_probe *b, int threads, int config)
     const int n = clamp_threads(threads);
     worker w[MAX_THREADS];
     memset(w, 0, sizeof(worker) * (size_t)n);
-    const size_t part = b->size / (size_t)n / 256 * 256;
+    const size_t part = b->size / (size_t)n / 4096 * 4096; /* whole 256-byte steps of 4 runs */
     for (int i = 0; i < n; i++) {
         w[i].p = b->buf + part * (size_t)i;
         w[i].n = part;
         w[i].ahead = configs[config].ahead;
         w[i].wide = configs[config].wide;
+        w[i].streams = configs[config].streams;
     }
     const double dt = run(w, n);
     return (double)part * n / dt / 1e9;

@@ -32,10 +32,13 @@ double peak_avx512_fma(long iters, float *sink);
 double peak_avx512_bf16(long iters, float *sink);
 double peak_amx_bf16(long iters, float *sink);
 
-/* The sum of [p, p + n) as 32-bit lanes (n a multiple of 256, p 64-byte aligned), read with wide loads
-** into independent accumulators; ahead > 0 also fetches each line that many bytes ahead (a multiple of 256). */
-uint32_t read_avx2(const uint8_t *p, size_t n, size_t ahead);
-uint32_t read_avx512(const uint8_t *p, size_t n, size_t ahead);
+/*
+** The sum of [p, p + n) as 32-bit lanes (p 64-byte aligned, n a multiple of 256 x streams), read
+** with wide loads into independent accumulators, as `streams` contiguous runs side by side; ahead > 0
+** (a multiple of 256) also fetches each line that many bytes ahead in software.
+*/
+uint32_t read_avx2(const uint8_t *p, size_t n, size_t ahead, int streams);
+uint32_t read_avx512(const uint8_t *p, size_t n, size_t ahead, int streams);
 
 /*
 ** The read-bandwidth probe: a huge-page buffer much bigger than the last-level
@@ -46,7 +49,7 @@ typedef struct bw_probe {
     size_t size;
 } bw_probe;
 
-enum { BW_CONFIGS = 6 };
+enum { BW_CONFIGS = 10 };
 void bw_new(bw_probe *b, int max_threads);
 void bw_free(bw_probe *b);
 const char *bw_config_name(int c);

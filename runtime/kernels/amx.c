@@ -168,34 +168,6 @@ static void TIER(band_bf16)(const gm_band *b)
     TILE_RELEASE();
 }
 
-/* ---------------------------------------------------------------------- */
-/* the rest: the AVX-512 tier's (its model's, for the model) */
-
-static void TIER(band)(const gm_band *b) { REST.band(b); }
-static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead)
-{
-    REST.gemv(y, x, W, ldw, K, n0, n1, fetch_ahead);
-}
-static void TIER(dot)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
-{
-    REST.dot(Y, ldy, X, ldx, Wn, K, rows);
-}
-static void TIER(dot_rows)(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
-{
-    REST.dot_rows(Y, X, W, K, n0, n1);
-}
-static void TIER(finish)(float *y, const gm_bf16 *bias, int n, int round) { REST.finish(y, bias, n, round); }
-static void TIER(add_round)(float *x, const float *y, int n, int round) { REST.add_round(x, y, n, round); }
-static void TIER(norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
-{
-    REST.norm_scale(y, x, w, inv, n, round);
-}
-static void TIER(swiglu)(float *g, const float *u, int n, int round) { REST.swiglu(g, u, n, round); }
-static void TIER(transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
-{
-    REST.transpose(dst, blk, n, rows, cols, r0);
-}
-
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_TILE_MODEL
     .name = "amx-model",
@@ -205,16 +177,6 @@ const gm_tier TIER(gm_tier) = {
     .name = "amx",
     .needs = GM_CPU_AMX_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
-    .band = TIER(band),
+    .base = &REST, /* everything but the tile products */
     .band_bf16 = TIER(band_bf16),
-    .gemv = TIER(gemv),
-    .dot = TIER(dot),
-    .dot_rows = TIER(dot_rows),
-    .finish = TIER(finish),
-    .add_round = TIER(add_round),
-    .norm_scale = TIER(norm_scale),
-    .swiglu = TIER(swiglu),
-    .transpose = TIER(transpose),
-    .attn_scores = gm_attn_scores_avx2,
-    .attn_values = gm_attn_values_avx2,
 };

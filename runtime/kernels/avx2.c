@@ -47,30 +47,7 @@ static inline void join16(float *y, __m256 even, __m256 odd)
     _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
-/*
-** Cache lines of W to fetch while a tile runs: `rows` rows from p (stride
-** bytes apart), `lines` lines of each. A tile fetches one every FETCH_EVERY
-** steps, so the weights the next band reads are in cache by its turn.
-*/
-typedef struct ahead {
-    const char *p;
-    long stride;
-    int lines, line, rows;
-} ahead;
-
-enum { FETCH_EVERY = 4 }; /* k-steps (~25 cycles of FMAs) per fetched line */
-
-static inline void fetch(ahead *a)
-{
-    if (a->rows > 0) {
-        _mm_prefetch(a->p + a->line * 64, _MM_HINT_T1);
-        if (++a->line == a->lines) {
-            a->line = 0;
-            a->p += a->stride;
-            a->rows--;
-        }
-    }
-}
+enum { FETCH_EVERY = 4 }; /* k-steps (~25 cycles of FMAs) per fetched line (gm_fetch) */
 
 /*
 ** Y[0..R)[0..16) (+)= X[0..R)[0..kb) @ W[0..kb)[0..16), R = 6 or 4: 2R
@@ -83,9 +60,9 @@ static inline void fetch(ahead *a)
 */
 #define TILE(R, name, copy)                                                                                         \
     static void name(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P, int kb, \
-                     int first, ahead *fa)                                                                         \
+                     int first, gm_ahead *fa)                                                                      \
     {                                                                                                              \
-        ahead a = *fa;                                                                                             \
+        gm_ahead a = *fa;                                                                                          \
         __m256 e0, o0, e1, o1, e2, o2, e3, o3, e4, o4, e5, o5;                                                     \
         e0 = o0 = e1 = o1 = e2 = o2 = e3 = o3 = e4 = o4 = e5 = o5 = _mm256_setzero_ps();                           \
         if (!first) {                                                                                              \
@@ -98,7 +75,7 @@ static inline void fetch(ahead *a)
         const float *x5 = X + 5 * ldx;                                                                             \
         for (int k = 0; k < kb; k++, W += ldw) {                                                                   \
             if (k % FETCH_EVERY == 0)                                                                              \
-                fetch(&a);                                                                                         \
+                gm_fetch(&a);                                                                                      \
             const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)W);                                \
             if (copy)                                                                                              \
                 _mm256_store_si256((__m256i *)(void *)(P + 16 * k), v);                                            \
@@ -129,11 +106,11 @@ TILE(6, tile6_copy, 1)
 TILE(4, tile4, 0)
 TILE(4, tile4_copy, 1)
 
-typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, ahead *);
+typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, gm_ahead *);
 
 /* One to three rows (the last of a call), one at a time; copies when P is given. */
 static void tile_rows(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P, int kb,
-                      int first, int rows, ahead *fa)
+                      int first, int rows, gm_ahead *fa)
 {
     for (int r = 0; r < rows; r++) {
         __m256 e = _mm256_setzero_ps(), o = e;
@@ -150,7 +127,7 @@ static void tile_rows(float *Y, long ldy, const float *X, long ldx, const gm_bf1
         join16(Y + r * ldy, e, o);
     }
     for (int k = 0; k < kb; k += FETCH_EVERY)
-        fetch(fa);
+        gm_fetch(fa);
 }
 
 /*
@@ -173,7 +150,7 @@ static void band_avx2(const gm_band *b)
             const int s1 = s0 + GM_BAND < n16 ? s0 + GM_BAND : n16;
             /* next: this k-block of the next band, or the next k-block of the first */
             const int ns = s1 < n16 ? s1 : b->n0, nk = s1 < n16 ? k0 : k1, nw = ns + GM_BAND < n16 ? GM_BAND : n16 - ns;
-            ahead a = {(const char *)(b->W + (long)nk * b->ldw + ns), b->ldw * 2, nw * 2 / 64 + 2, 0,
+            gm_ahead a = {(const char *)(b->W + (long)nk * b->ldw + ns), b->ldw * 2, nw * 2 / 64 + 2, 0,
                        nk < K ? (nk + KB < K ? KB : K - nk) : 0};
             /* blocks of 6 rows, and of 4 where 6 would leave 1 to 3 behind */
             for (int t = 0; t < T;) {
@@ -181,7 +158,7 @@ static void band_avx2(const gm_band *b)
                 float *y = b->Y + (long)t * b->ldy;
                 const float *x = b->X + (long)t * b->ldx + k0;
                 const tile_fn tile = rows == 6 ? (t ? tile6 : tile6_copy) : rows == 4 ? (t ? tile4 : tile4_copy) : NULL;
-                ahead none = {0}, *fa = t || T < 10 ? &a : &none;
+                gm_ahead none = {0}, *fa = t || T < 10 ? &a : &none;
                 gm_bf16 *p = panels;
                 for (int n = s0; n < s1; n += 16, p += 16 * kb) {
                     const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;

@@ -29,26 +29,7 @@
 #include "kernels_impl.h"
 #include "v16.h"
 
-enum { GEMV_AHEAD = 32, FETCH_EVERY = 4 };
-
-/* `rows` rows of W from p, `lines` cache lines of each, fetched a line every FETCH_EVERY k-steps: as avx2.c */
-typedef struct ahead {
-    const char *p;
-    long stride;
-    int lines, line, rows;
-} ahead;
-
-static inline void fetch(ahead *a)
-{
-    if (a->rows > 0) {
-        _mm_prefetch(a->p + a->line * 64, _MM_HINT_T1);
-        if (++a->line == a->lines) {
-            a->line = 0;
-            a->p += a->stride;
-            a->rows--;
-        }
-    }
-}
+enum { GEMV_AHEAD = 32, FETCH_EVERY = 4 }; /* rows fetched ahead in gemv; k-steps per line fetched in a tile */
 
 /*
 ** Y[0..R)[0..32) (+)= X[0..R)[0..kb) @ W[0..kb)[0..32), R = 8 or 4: 2R
@@ -58,9 +39,9 @@ static inline void fetch(ahead *a)
 */
 #define TILE(R, name, copy)                                                                                         \
     static void name(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P, int kb, \
-                     int first, ahead *fa)                                                                         \
+                     int first, gm_ahead *fa)                                                                      \
     {                                                                                                              \
-        ahead a = *fa;                                                                                             \
+        gm_ahead a = *fa;                                                                                          \
         v16 e[R], o[R];                                                                                            \
         for (int r = 0; r < R; r++) {                                                                              \
             e[r] = o[r] = v16_zero();                                                                              \
@@ -69,7 +50,7 @@ static inline void fetch(ahead *a)
         }                                                                                                          \
         for (int k = 0; k < kb; k++, W += ldw) {                                                                   \
             if (k % FETCH_EVERY == 0)                                                                              \
-                fetch(&a);                                                                                         \
+                gm_fetch(&a);                                                                                      \
             const w32 v = w32_load(W);                                                                             \
             if (copy)                                                                                              \
                 w32_store_aligned(P + 32 * k, v);                                                                  \
@@ -91,7 +72,7 @@ TILE(4, tile4_copy, 1)
 TILE(1, tile1, 0)
 TILE(1, tile1_copy, 1)
 
-typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, ahead *);
+typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, gm_ahead *);
 
 /*
 ** Columns [n0, n1) as avx2.c's band, at 32 columns a tile: for each k-block,
@@ -107,7 +88,7 @@ static void TIER(band)(const gm_band *b)
         for (int s0 = b->n0; s0 < n32; s0 += GM_BAND) {
             const int s1 = s0 + GM_BAND < n32 ? s0 + GM_BAND : n32;
             const int ns = s1 < n32 ? s1 : b->n0, nk = s1 < n32 ? k0 : k1, nw = ns + GM_BAND < n32 ? GM_BAND : n32 - ns;
-            ahead a = {(const char *)(b->W + (long)nk * b->ldw + ns), b->ldw * 2, nw * 2 / 64 + 2, 0,
+            gm_ahead a = {(const char *)(b->W + (long)nk * b->ldw + ns), b->ldw * 2, nw * 2 / 64 + 2, 0,
                        nk < K ? (nk + KB < K ? KB : K - nk) : 0};
             /* blocks of 8 rows, of 4 where 8 would leave 1 to 3 behind, and single rows last */
             for (int t = 0; t < T;) {
@@ -117,7 +98,7 @@ static void TIER(band)(const gm_band *b)
                 const tile_fn tile = rows == 8 ? (t ? tile8 : tile8_copy)
                                      : rows == 4 ? (t ? tile4 : tile4_copy)
                                                  : (t ? tile1 : tile1_copy);
-                ahead none = {0}, *fa = t || T < 12 ? &a : &none;
+                gm_ahead none = {0}, *fa = t || T < 12 ? &a : &none;
                 gm_bf16 *p = panels;
                 for (int n = s0; n < s1; n += 32, p += 32 * kb) {
                     const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;
@@ -243,21 +224,6 @@ static void TIER(dot_rows)(float *Y, const float *X, const gm_bf16 *W, int K, in
         TIER(dot)(Y + n, 0, X, 0, W + (long)n * K, K, 1);
 }
 
-/* ---------------------------------------------------------------------- */
-/* the AVX2 tier's pieces (see the top) */
-
-static void TIER(finish)(float *y, const gm_bf16 *bias, int n, int round) { gm_tier_avx2.finish(y, bias, n, round); }
-static void TIER(add_round)(float *x, const float *y, int n, int round) { gm_tier_avx2.add_round(x, y, n, round); }
-static void TIER(norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
-{
-    gm_tier_avx2.norm_scale(y, x, w, inv, n, round);
-}
-static void TIER(swiglu)(float *g, const float *u, int n, int round) { gm_tier_avx2.swiglu(g, u, n, round); }
-static void TIER(transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0)
-{
-    gm_tier_avx2.transpose(dst, blk, n, rows, cols, r0);
-}
-
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_V16_MODEL
     .name = "avx512-model",
@@ -267,15 +233,9 @@ const gm_tier TIER(gm_tier) = {
     .name = "avx512",
     .needs = GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
+    .base = &gm_tier_avx2, /* the element-wise steps, the transposes, attention */
     .band = TIER(band),
     .gemv = TIER(gemv),
     .dot = TIER(dot),
     .dot_rows = TIER(dot_rows),
-    .finish = TIER(finish),
-    .add_round = TIER(add_round),
-    .norm_scale = TIER(norm_scale),
-    .swiglu = TIER(swiglu),
-    .transpose = TIER(transpose),
-    .attn_scores = gm_attn_scores_avx2,
-    .attn_values = gm_attn_values_avx2,
 };

@@ -25,7 +25,32 @@ enum {
 ** the CPU has (and GM_ISA allows: gm_cpu_features) runs; the software models
 ** of the wider tiers (model set) run only when a test selects them.
 */
-static const gm_tier *const tiers[] = {&gm_tier_amx, &gm_tier_amx_model, &gm_tier_avx512, &gm_tier_avx512_model, &gm_tier_avx2, &gm_tier_portable};
+static const gm_tier *const tables[] = {&gm_tier_amx,  &gm_tier_amx_model, &gm_tier_avx512, &gm_tier_avx512_model,
+                                        &gm_tier_avx2, &gm_tier_portable};
+enum { TIERS = sizeof tables / sizeof tables[0] };
+
+/* The tables with every entry a table leaves NULL taken from its base, filled once before main. */
+static gm_tier tiers_full[TIERS];
+static const gm_tier *tiers[TIERS];
+
+static void inherit(gm_tier *k, const gm_tier *from)
+{
+#define FROM_BASE(f) (k->f = k->f ? k->f : from->f)
+    FROM_BASE(band), FROM_BASE(band_bf16), FROM_BASE(gemv), FROM_BASE(dot), FROM_BASE(dot_rows);
+    FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
+    FROM_BASE(attn_scores), FROM_BASE(attn_values);
+#undef FROM_BASE
+}
+
+__attribute__((constructor)) static void fill_tiers(void)
+{
+    for (int i = 0; i < TIERS; i++) {
+        tiers_full[i] = *tables[i];
+        for (const gm_tier *b = tables[i]->base; b; b = b->base)
+            inherit(&tiers_full[i], b);
+        tiers[i] = &tiers_full[i];
+    }
+}
 
 static _Atomic(const gm_tier *) selected; /* gm_kernels_select's choice; NULL: the widest */
 
@@ -36,7 +61,7 @@ static const gm_tier *tier(void)
     const gm_tier *k = atomic_load_explicit(&selected, memory_order_relaxed);
     if (k)
         return k;
-    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+    for (size_t i = 0; i < TIERS; i++)
         if (!tiers[i]->model && runs_here(tiers[i]))
             return tiers[i];
     return &gm_tier_portable;
@@ -52,7 +77,7 @@ int gm_kernels_select(const char *name)
         atomic_store_explicit(&selected, NULL, memory_order_relaxed);
         return 0;
     }
-    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+    for (size_t i = 0; i < TIERS; i++)
         if (!strcmp(tiers[i]->name, name)) {
             if (!runs_here(tiers[i]))
                 return -1;
@@ -64,8 +89,8 @@ int gm_kernels_select(const char *name)
 
 const char *const *gm_kernels_tiers(void)
 {
-    static const char *names[sizeof tiers / sizeof tiers[0] + 1];
-    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
+    static const char *names[TIERS + 1];
+    for (size_t i = 0; i < TIERS; i++)
         names[i] = tiers[i]->name;
     return names;
 }

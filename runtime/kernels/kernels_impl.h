@@ -40,6 +40,9 @@ typedef struct gm_tier {
     unsigned needs;   /* the GM_CPU_* extensions it runs on */
     int model;        /* a software model of a wider tier, run only when selected */
 
+    /* every entry a table leaves NULL is its base's (dispatch.c fills them in once): what a wider tier reuses */
+    const struct gm_tier *base;
+
     /* the band above: many rows of X */
     void (*band)(const gm_band *b);
 
@@ -75,6 +78,29 @@ typedef struct gm_tier {
     void (*attn_values)(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
                         int accumulate);
 } gm_tier;
+
+/*
+** Cache lines of W to fetch while a register tile runs (avx2.c, avx512.c):
+** `rows` rows from p, stride bytes apart, `lines` lines of each, one line a
+** call, so that the weights the next band reads are in cache by its turn.
+*/
+typedef struct gm_ahead {
+    const char *p;
+    long stride;
+    int lines, line, rows;
+} gm_ahead;
+
+static inline void gm_fetch(gm_ahead *a)
+{
+    if (a->rows > 0) {
+        __builtin_prefetch(a->p + a->line * 64, 0, 2); /* to L2 and in: prefetcht1 */
+        if (++a->line == a->lines) {
+            a->line = 0;
+            a->p += a->stride;
+            a->rows--;
+        }
+    }
+}
 
 /* The tier that runs now (dispatch.c). */
 const gm_tier *gm_tier_current(void);

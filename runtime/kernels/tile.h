@@ -42,11 +42,27 @@ static inline void tile_config_full(tile_config *c)
 #ifndef GM_TILE_MODEL
 #include <immintrin.h>
 
+/*
+** GCC's tile macros are inline assembly that takes the address in a
+** register and says nothing of the memory behind it, so the compiler could
+** keep the stores a load needs (the packed panel) in flight, or drop them,
+** and read what a store wrote before it is there: a compiler barrier on the
+** memory side of each load and store.
+*/
+#define TILE_MEMORY() __asm__ __volatile__("" ::: "memory")
 #define TILE_CONFIG(c) _tile_loadconfig(c)
 #define TILE_RELEASE() _tile_release()
 #define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
-#define TILE_STORE(t, p, stride) _tile_stored(t, p, stride)
+#define TILE_LOAD(t, p, stride)                                                                                  \
+    do {                                                                                                         \
+        TILE_MEMORY();                                                                                           \
+        _tile_loadd(t, p, stride);                                                                               \
+    } while (0)
+#define TILE_STORE(t, p, stride)                                                                                 \
+    do {                                                                                                         \
+        _tile_stored(t, p, stride);                                                                              \
+        TILE_MEMORY();                                                                                           \
+    } while (0)
 #define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 
 /* B-tile row: 16 columns of rows r0 and r1 (NULL: zeros) as pairs (r0[i], r1[i]); the first n valid, 0 after */

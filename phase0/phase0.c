@@ -579,6 +579,11 @@ int main(int argc, char **argv)
     run r = {0};
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
     int json = 0, no_record = 0, instruct = 0, c;
+    gm_status isa = {0};
+    if (gm_isa_check(&isa)) { /* before anything is allocated */
+        fprintf(stderr, "phase0: %s\n", isa.msg);
+        return EXIT_USAGE;
+    }
     rt_options o = {RT_BF16, 0, 0};
     while ((c = getopt_long(argc, argv, "w:p:t:ijd:T:m:nhD:", longopts, NULL)) != -1) {
         switch (c) {
@@ -624,11 +629,6 @@ int main(int argc, char **argv)
         GM_FOR_EACH_MODEL(e, GM_PHASE0_MODELS)
             fprintf(stderr, " %s", e->id);
         fprintf(stderr, ")\n");
-        return EXIT_USAGE;
-    }
-    gm_status isa = {0};
-    if (gm_isa_check(&isa)) {
-        fprintf(stderr, "phase0: %s\n", isa.msg);
         return EXIT_USAGE;
     }
     if (instruct && !r.prompt)

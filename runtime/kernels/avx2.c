@@ -452,66 +452,87 @@ static inline void store16(float *s, int n, __m256 a, __m256 b)
 }
 
 /*
-** S[0..R)[0..nk) (+)= Q[0..R)[0..dn) . Kt[0..dn)[0..nk), R = 1 to 6 (a
-** constant where it is inlined): 2R accumulators, lanes the 16 keys of the
-** chunk; per step of d two loads of Kt, R broadcasts of Q and 2R FMAs, each
-** sum adding its terms in d order. first: S starts at 0, else the sums go on
-** from S (the next piece of d).
+** C[0..R)[0..n) (+)= A[0..R)[0..depth) @ B[0..depth)[0..n), n <= 16, R = 1
+** to 6 (a constant where it is inlined): 2R accumulators, lanes 16 columns;
+** per step of depth two loads of B, R broadcasts of A and 2R FMAs, each sum
+** adding its terms in order. Attention's both products: the scores (A the
+** queries, B the transposed keys, depth d, a piece at a time) and probs . V
+** (A the probabilities, B a strip of 16 values of d, depth the keys).
+** accumulate: the sums go on from C, else C starts at 0.
 */
-static inline __attribute__((always_inline)) void scores_tile(float *S, long lds, const float *Q, long ldq,
-                                                              const float *Kt, int dn, int nk, int first, int R)
+static inline __attribute__((always_inline)) void tile16(float *C, long ldc, const float *A, long lda, const float *B,
+                                                         long ldb, int depth, int n, int accumulate, int R)
 {
     const __m256 z = _mm256_setzero_ps();
     __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z, b5 = z;
-    if (!first) {
-        load16(S, nk, &a0, &b0);
+    if (accumulate) {
+        load16(C, n, &a0, &b0);
         if (R > 1)
-            load16(S + lds, nk, &a1, &b1);
+            load16(C + ldc, n, &a1, &b1);
         if (R > 2)
-            load16(S + 2 * lds, nk, &a2, &b2);
+            load16(C + 2 * ldc, n, &a2, &b2);
         if (R > 3)
-            load16(S + 3 * lds, nk, &a3, &b3);
+            load16(C + 3 * ldc, n, &a3, &b3);
         if (R > 4)
-            load16(S + 4 * lds, nk, &a4, &b4);
+            load16(C + 4 * ldc, n, &a4, &b4);
         if (R > 5)
-            load16(S + 5 * lds, nk, &a5, &b5);
+            load16(C + 5 * ldc, n, &a5, &b5);
     }
-    for (int c = 0; c < dn; c++) {
-        const __m256 k0 = _mm256_load_ps(Kt + c * AK), k1 = _mm256_load_ps(Kt + c * AK + 8);
-        __m256 q = _mm256_broadcast_ss(Q + c);
+    for (int c = 0; c < depth; c++) {
+        const __m256 k0 = _mm256_loadu_ps(B + c * ldb), k1 = _mm256_loadu_ps(B + c * ldb + 8);
+        __m256 q = _mm256_broadcast_ss(A + c);
         a0 = _mm256_fmadd_ps(q, k0, a0), b0 = _mm256_fmadd_ps(q, k1, b0);
         if (R > 1) {
-            q = _mm256_broadcast_ss(Q + ldq + c);
+            q = _mm256_broadcast_ss(A + lda + c);
             a1 = _mm256_fmadd_ps(q, k0, a1), b1 = _mm256_fmadd_ps(q, k1, b1);
         }
         if (R > 2) {
-            q = _mm256_broadcast_ss(Q + 2 * ldq + c);
+            q = _mm256_broadcast_ss(A + 2 * lda + c);
             a2 = _mm256_fmadd_ps(q, k0, a2), b2 = _mm256_fmadd_ps(q, k1, b2);
         }
         if (R > 3) {
-            q = _mm256_broadcast_ss(Q + 3 * ldq + c);
+            q = _mm256_broadcast_ss(A + 3 * lda + c);
             a3 = _mm256_fmadd_ps(q, k0, a3), b3 = _mm256_fmadd_ps(q, k1, b3);
         }
         if (R > 4) {
-            q = _mm256_broadcast_ss(Q + 4 * ldq + c);
+            q = _mm256_broadcast_ss(A + 4 * lda + c);
             a4 = _mm256_fmadd_ps(q, k0, a4), b4 = _mm256_fmadd_ps(q, k1, b4);
         }
         if (R > 5) {
-            q = _mm256_broadcast_ss(Q + 5 * ldq + c);
+            q = _mm256_broadcast_ss(A + 5 * lda + c);
             a5 = _mm256_fmadd_ps(q, k0, a5), b5 = _mm256_fmadd_ps(q, k1, b5);
         }
     }
-    store16(S, nk, a0, b0);
+    store16(C, n, a0, b0);
     if (R > 1)
-        store16(S + lds, nk, a1, b1);
+        store16(C + ldc, n, a1, b1);
     if (R > 2)
-        store16(S + 2 * lds, nk, a2, b2);
+        store16(C + 2 * ldc, n, a2, b2);
     if (R > 3)
-        store16(S + 3 * lds, nk, a3, b3);
+        store16(C + 3 * ldc, n, a3, b3);
     if (R > 4)
-        store16(S + 4 * lds, nk, a4, b4);
+        store16(C + 4 * ldc, n, a4, b4);
     if (R > 5)
-        store16(S + 5 * lds, nk, a5, b5);
+        store16(C + 5 * ldc, n, a5, b5);
+}
+
+/* tile16 over rows of A and C, blocks of 6, and of 4 where 6 would leave 1 or 2 behind */
+static void tiles16(float *C, long ldc, const float *A, long lda, int rows, const float *B, long ldb, int depth, int n,
+                    int accumulate)
+{
+    for (int i = 0; i < rows;) {
+        const int r = tile_rows_left(rows - i);
+        float *c = C + i * ldc;
+        const float *a = A + i * lda;
+        switch (r) {
+        case 6: tile16(c, ldc, a, lda, B, ldb, depth, n, accumulate, 6); break;
+        case 4: tile16(c, ldc, a, lda, B, ldb, depth, n, accumulate, 4); break;
+        case 3: tile16(c, ldc, a, lda, B, ldb, depth, n, accumulate, 3); break;
+        case 2: tile16(c, ldc, a, lda, B, ldb, depth, n, accumulate, 2); break;
+        default: tile16(c, ldc, a, lda, B, ldb, depth, n, accumulate, 1); break;
+        }
+        i += r;
+    }
 }
 
 /*
@@ -533,85 +554,12 @@ void gm_attn_scores_avx2(float *S, long lds, const float *Q, long ldq, int nq, c
         for (int c0 = 0; c0 < d; c0 += AD) {
             const int dn = d - c0 < AD ? d - c0 : AD, first = c0 == 0;
             transpose_keys(Kt, K + j * ldk + c0, ldk, kn, dn);
-            for (int i = 0; i < nq;) {
-                const int rows = tile_rows_left(nq - i);
-                float *s = S + i * lds + j;
-                const float *q = Q + i * ldq + c0;
-                switch (rows) {
-                case 6: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 6); break;
-                case 4: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 4); break;
-                case 3: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 3); break;
-                case 2: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 2); break;
-                default: scores_tile(s, lds, q, ldq, Kt, dn, kn, first, 1); break;
-                }
-                i += rows;
-            }
+            tiles16(S + j, lds, Q + c0, ldq, nq, Kt, AK, dn, kn, !first);
         }
     }
 }
 
-/*
-** O[0..R)[0..16) (+)= P[0..R)[0..nk) @ V[0..nk)[0..16), R = 1 to 6: 2R
-** accumulators, lanes 16 values of d; per key two loads of V, R broadcasts
-** of P and 2R FMAs, each output adding its terms in key order.
-*/
-static inline __attribute__((always_inline)) void values_tile16(float *O, long ldo, const float *P, long ldp,
-                                                                const float *V, long ldv, int nk, int acc, int R)
-{
-    const __m256 z = _mm256_setzero_ps();
-    __m256 a0 = z, b0 = z, a1 = z, b1 = z, a2 = z, b2 = z, a3 = z, b3 = z, a4 = z, b4 = z, a5 = z, b5 = z;
-    if (acc) {
-        a0 = _mm256_loadu_ps(O), b0 = _mm256_loadu_ps(O + 8);
-        if (R > 1)
-            a1 = _mm256_loadu_ps(O + ldo), b1 = _mm256_loadu_ps(O + ldo + 8);
-        if (R > 2)
-            a2 = _mm256_loadu_ps(O + 2 * ldo), b2 = _mm256_loadu_ps(O + 2 * ldo + 8);
-        if (R > 3)
-            a3 = _mm256_loadu_ps(O + 3 * ldo), b3 = _mm256_loadu_ps(O + 3 * ldo + 8);
-        if (R > 4)
-            a4 = _mm256_loadu_ps(O + 4 * ldo), b4 = _mm256_loadu_ps(O + 4 * ldo + 8);
-        if (R > 5)
-            a5 = _mm256_loadu_ps(O + 5 * ldo), b5 = _mm256_loadu_ps(O + 5 * ldo + 8);
-    }
-    for (int j = 0; j < nk; j++) {
-        const __m256 v0 = _mm256_loadu_ps(V + j * ldv), v1 = _mm256_loadu_ps(V + j * ldv + 8);
-        __m256 p = _mm256_broadcast_ss(P + j);
-        a0 = _mm256_fmadd_ps(p, v0, a0), b0 = _mm256_fmadd_ps(p, v1, b0);
-        if (R > 1) {
-            p = _mm256_broadcast_ss(P + ldp + j);
-            a1 = _mm256_fmadd_ps(p, v0, a1), b1 = _mm256_fmadd_ps(p, v1, b1);
-        }
-        if (R > 2) {
-            p = _mm256_broadcast_ss(P + 2 * ldp + j);
-            a2 = _mm256_fmadd_ps(p, v0, a2), b2 = _mm256_fmadd_ps(p, v1, b2);
-        }
-        if (R > 3) {
-            p = _mm256_broadcast_ss(P + 3 * ldp + j);
-            a3 = _mm256_fmadd_ps(p, v0, a3), b3 = _mm256_fmadd_ps(p, v1, b3);
-        }
-        if (R > 4) {
-            p = _mm256_broadcast_ss(P + 4 * ldp + j);
-            a4 = _mm256_fmadd_ps(p, v0, a4), b4 = _mm256_fmadd_ps(p, v1, b4);
-        }
-        if (R > 5) {
-            p = _mm256_broadcast_ss(P + 5 * ldp + j);
-            a5 = _mm256_fmadd_ps(p, v0, a5), b5 = _mm256_fmadd_ps(p, v1, b5);
-        }
-    }
-    _mm256_storeu_ps(O, a0), _mm256_storeu_ps(O + 8, b0);
-    if (R > 1)
-        _mm256_storeu_ps(O + ldo, a1), _mm256_storeu_ps(O + ldo + 8, b1);
-    if (R > 2)
-        _mm256_storeu_ps(O + 2 * ldo, a2), _mm256_storeu_ps(O + 2 * ldo + 8, b2);
-    if (R > 3)
-        _mm256_storeu_ps(O + 3 * ldo, a3), _mm256_storeu_ps(O + 3 * ldo + 8, b3);
-    if (R > 4)
-        _mm256_storeu_ps(O + 4 * ldo, a4), _mm256_storeu_ps(O + 4 * ldo + 8, b4);
-    if (R > 5)
-        _mm256_storeu_ps(O + 5 * ldo, a5), _mm256_storeu_ps(O + 5 * ldo + 8, b5);
-}
-
-/* The same for the last values of d, fewer than 16: one vector, the lanes of m only (1 to 8 of them). */
+/* probs . V for the last values of d, fewer than 16: one vector, the lanes of m only (1 to 8 of them). */
 static inline __attribute__((always_inline)) void values_tile8(float *O, long ldo, const float *P, long ldp,
                                                                const float *V, long ldv, int nk, int acc, __m256i m,
                                                                int R)
@@ -684,19 +632,7 @@ void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, c
                 }
                 v = Vp, lv = 16;
             }
-            for (int i = 0; i < nq;) {
-                const int rows = tile_rows_left(nq - i);
-                float *o = O + i * ldo + c;
-                const float *p = pj + i * ldp;
-                switch (rows) {
-                case 6: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 6); break;
-                case 4: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 4); break;
-                case 3: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 3); break;
-                case 2: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 2); break;
-                default: values_tile16(o, ldo, p, ldp, v, lv, kn, acc, 1); break;
-                }
-                i += rows;
-            }
+            tiles16(O + c, ldo, pj, ldp, nq, v, lv, kn, 16, acc);
         }
         for (; c < d; c += 8) {
             const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(d - c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));

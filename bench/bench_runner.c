@@ -411,26 +411,15 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a PyTorch child that dies is an error to report, not our end */
 
     const double t_start = now();
-    /*
-    ** GM_ISA picks the tier that runs, but the peaks are the CPU's: check it,
-    ** then select its tier by name and probe the CPU without it.
-    */
-    char isa_buf[32] = "";
+    /* GM_ISA picks the tier that runs; the peaks are the CPU's (gm_cpu_features) all the same */
     {
         gm_status ist = {0};
-        if (gm_isa_check(&ist)) {
+        if (gm_kernels_check(&ist)) {
             fprintf(stderr, "bench_runner: %s\n", ist.msg);
             return 2;
         }
-        const char *v = getenv("GM_ISA");
-        snprintf(isa_buf, sizeof isa_buf, "%s", v ? v : "");
-        unsetenv("GM_ISA");
-        if (*isa_buf && gm_kernels_select(isa_buf) != 0) {
-            fprintf(stderr, "bench_runner: GM_ISA=%s: the kernels cannot run that tier here\n", isa_buf);
-            return 2;
-        }
     }
-    const char *isa = isa_buf;
+    const char *isa = getenv("GM_ISA") ? getenv("GM_ISA") : "";
     const gm_model_entry *e = gm_registry_find(gm_models, MODEL);
     if (!e) {
         fprintf(stderr, "bench_runner: models/%s is not built in\n", MODEL);

@@ -22,7 +22,6 @@
 
 #include "embedded.h"
 #include "gm/config.h"
-#include "gm/cpu.h"
 #include "gm/kernels.h"
 #include "gm/npy.h"
 #include "gm/pool.h"
@@ -580,7 +579,7 @@ int main(int argc, char **argv)
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
     int json = 0, no_record = 0, instruct = 0, c;
     gm_status isa = {0};
-    if (gm_isa_check(&isa)) { /* before anything is allocated */
+    if (gm_kernels_check(&isa)) { /* before anything is allocated */
         fprintf(stderr, "phase0: %s\n", isa.msg);
         return EXIT_USAGE;
     }

@@ -1,9 +1,7 @@
-/* The CPU feature probe and GM_ISA; see gm/cpu.h. */
+/* The CPU feature probe; see gm/cpu.h. */
 #include "gm/cpu.h"
 
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -15,7 +13,6 @@
 
 /* Relaxed atomics: any thread may ask first, and every probe gives the same answer. */
 static atomic_uint has = UNPROBED;
-static atomic_uint env_mask = UNPROBED; /* what GM_ISA allows */
 
 #if defined(__x86_64__)
 static unsigned long long xcr0(void)
@@ -61,7 +58,7 @@ static unsigned probe(void)
     return f;
 }
 
-static unsigned probed(void)
+unsigned gm_cpu_features(void)
 {
     unsigned h = atomic_load_explicit(&has, memory_order_relaxed);
     if (h & UNPROBED) {
@@ -69,78 +66,4 @@ static unsigned probed(void)
         atomic_store_explicit(&has, h, memory_order_relaxed);
     }
     return h;
-}
-
-static const struct {
-    const char *name;
-    unsigned mask;
-} tiers[] = {
-    {"amx", ~0u},
-    {"avx512", GM_CPU_AVX2 | GM_CPU_FMA | GM_CPU_AVX512 | GM_CPU_AVX512_BF16},
-    {"avx2", GM_CPU_AVX2 | GM_CPU_FMA},
-    {"portable", 0},
-};
-
-/* The extensions a tier needs, at the least, to be the one that runs. */
-static unsigned needs(const char *name)
-{
-    if (!strcmp(name, "amx"))
-        return GM_CPU_AMX_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA;
-    if (!strcmp(name, "avx512"))
-        return GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA;
-    if (!strcmp(name, "avx2"))
-        return GM_CPU_AVX2 | GM_CPU_FMA;
-    return 0;
-}
-
-unsigned gm_isa_mask(const char *name, int *known)
-{
-    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
-        if (!strcmp(name, tiers[i].name)) {
-            *known = 1;
-            return tiers[i].mask;
-        }
-    *known = 0;
-    return 0;
-}
-
-/* What GM_ISA allows: ~0u when unset, 0 (portable) when it is not a tier this CPU has. */
-static unsigned isa_env(void)
-{
-    unsigned m = atomic_load_explicit(&env_mask, memory_order_relaxed);
-    if (m == UNPROBED) {
-        const char *isa = getenv("GM_ISA");
-        int known = 1;
-        m = isa && *isa ? gm_isa_mask(isa, &known) : ~0u;
-        if (!known || (isa && *isa && (probed() & needs(isa)) != needs(isa)))
-            m = 0;
-        atomic_store_explicit(&env_mask, m, memory_order_relaxed);
-    }
-    return m;
-}
-
-unsigned gm_cpu_features(void)
-{
-    return probed() & isa_env();
-}
-
-int gm_isa_check(gm_status *st)
-{
-    const char *isa = getenv("GM_ISA");
-    if (!isa || !*isa)
-        return 0;
-    int known;
-    gm_isa_mask(isa, &known);
-    char have[64] = "";
-    for (size_t i = 0; i < sizeof tiers / sizeof tiers[0]; i++)
-        if ((probed() & needs(tiers[i].name)) == needs(tiers[i].name)) {
-            strcat(have, *have ? ", " : "");
-            strcat(have, tiers[i].name);
-        }
-    if (!known)
-        return gm_fail(st, GM_EUSAGE, "GM_ISA: expected one of amx, avx512, avx2, portable; found \"%.40s\"", isa);
-    if ((probed() & needs(isa)) != needs(isa))
-        return gm_fail(st, GM_EUSAGE, "GM_ISA=%s: this CPU has no %s tier (it has: %s); unset GM_ISA or choose one of those",
-                       isa, isa, have);
-    return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,8 @@ enum {
 
 /*
 ** The tiers, widest first. Without a selection the first whose instructions
-** the CPU has (and GM_ISA allows: gm_cpu_features) runs; the software models
-** of the wider tiers (model set) run only when a test selects them.
+** the CPU has (gm_cpu_features) runs, or the one GM_ISA names; the software
+** models of the wider tiers (model set) run only when a test selects them.
 */
 static const gm_tier *const tables[] = {&gm_tier_amx,  &gm_tier_amx_model, &gm_tier_avx512, &gm_tier_avx512_model,
                                         &gm_tier_avx2, &gm_tier_portable};
@@ -52,19 +53,46 @@ __attribute__((constructor)) static void fill_tiers(void)
     }
 }
 
-static _Atomic(const gm_tier *) selected; /* gm_kernels_select's choice; NULL: the widest */
+static _Atomic(const gm_tier *) selected; /* gm_kernels_select's choice; NULL: the chosen one */
+static _Atomic(const gm_tier *) chosen;   /* GM_ISA's, or the widest this CPU runs: found once */
 
 static int runs_here(const gm_tier *k) { return (gm_cpu_features() & k->needs) == k->needs; }
+
+static const gm_tier *by_name(const char *name)
+{
+    for (size_t i = 0; i < TIERS; i++)
+        if (!strcmp(tiers[i]->name, name))
+            return tiers[i];
+    return NULL;
+}
+
+/*
+** The tier GM_ISA names, when this CPU runs it; without GM_ISA, the widest
+** it runs (never a model). A GM_ISA that names no tier this CPU runs gives
+** the portable one, so nothing runs what it was told not to;
+** gm_kernels_check says why.
+*/
+static const gm_tier *choose(void)
+{
+    const char *isa = getenv("GM_ISA");
+    if (isa && *isa) {
+        const gm_tier *k = by_name(isa);
+        return k && !k->model && runs_here(k) ? k : tiers[TIERS - 1];
+    }
+    for (size_t i = 0; i < TIERS; i++)
+        if (!tiers[i]->model && runs_here(tiers[i]))
+            return tiers[i];
+    return tiers[TIERS - 1];
+}
 
 static const gm_tier *tier(void)
 {
     const gm_tier *k = atomic_load_explicit(&selected, memory_order_relaxed);
-    if (k)
-        return k;
-    for (size_t i = 0; i < TIERS; i++)
-        if (!tiers[i]->model && runs_here(tiers[i]))
-            return tiers[i];
-    return &gm_tier_portable;
+    if (!k && !(k = atomic_load_explicit(&chosen, memory_order_relaxed))) {
+        k = choose(); /* any thread may be first: every choice is the same */
+        atomic_store_explicit(&chosen, k, memory_order_relaxed);
+    }
+    return k;
 }
 
 const gm_tier *gm_tier_current(void) { return tier(); }
@@ -73,18 +101,39 @@ const char *gm_kernels_name(void) { return tier()->name; }
 
 int gm_kernels_select(const char *name)
 {
-    if (!name) {
-        atomic_store_explicit(&selected, NULL, memory_order_relaxed);
+    const gm_tier *k = name ? by_name(name) : NULL;
+    if (name && (!k || !runs_here(k)))
+        return -1;
+    atomic_store_explicit(&selected, k, memory_order_relaxed);
+    return 0;
+}
+
+/* s (of size n) += ", " name */
+static void append(char *s, size_t n, const char *name)
+{
+    const size_t len = strlen(s);
+    snprintf(s + len, n - len, "%s%s", len ? ", " : "", name);
+}
+
+int gm_kernels_check(gm_status *st)
+{
+    const char *isa = getenv("GM_ISA");
+    if (!isa || !*isa)
         return 0;
-    }
+    char names[96] = "", have[96] = "";
     for (size_t i = 0; i < TIERS; i++)
-        if (!strcmp(tiers[i]->name, name)) {
-            if (!runs_here(tiers[i]))
-                return -1;
-            atomic_store_explicit(&selected, tiers[i], memory_order_relaxed);
-            return 0;
+        if (!tiers[i]->model) {
+            append(names, sizeof names, tiers[i]->name);
+            if (runs_here(tiers[i]))
+                append(have, sizeof have, tiers[i]->name);
         }
-    return -1;
+    const gm_tier *k = by_name(isa);
+    if (!k || k->model)
+        return gm_fail(st, GM_EUSAGE, "GM_ISA: expected one of %s; found \"%.40s\"", names, isa);
+    if (!runs_here(k))
+        return gm_fail(st, GM_EUSAGE, "GM_ISA=%s: this CPU has no %s tier (it has: %s); unset GM_ISA or choose one of those",
+                       isa, isa, have);
+    return 0;
 }
 
 const char *const *gm_kernels_tiers(void)

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm/cpu.h"
 #include "gm/kernels.h"
 #include "gm/pool.h"
 #include "gm/rope.h"
@@ -362,7 +361,7 @@ int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int
 {
     const gm_config *c = &m->cfg;
     *out = NULL;
-    if (gm_isa_check(st)) /* GM_ISA names a tier this CPU lacks: say so rather than run another */
+    if (gm_kernels_check(st)) /* GM_ISA names a tier this CPU lacks: say so rather than run another */
         return st->code;
     if (max_tokens <= 0)
         return gm_fail(st, GM_EUSAGE, "runner: expected a positive token capacity, found %d", max_tokens);

@@ -1,14 +1,12 @@
 /*
 ** What this CPU can run: its instruction-set extensions, probed once from
 ** CPUID and from what the OS has enabled (XCR0; for AMX, the permission
-** the kernel grants through arch_prctl), and narrowed by GM_ISA. The
-** kernels choose their tier from gm_cpu_features() (or a test's
-** gm_kernels_select), matrix products and load-time transposes alike.
+** the kernel grants through arch_prctl). The kernels choose their tier
+** from it (gm/kernels.h: GM_ISA and gm_kernels_select pick another), matrix
+** products and load-time transposes alike.
 */
 #ifndef GM_CPU_H
 #define GM_CPU_H
-
-#include "gm/status.h"
 
 enum {
     GM_CPU_AVX2 = 1u << 0,
@@ -18,22 +16,7 @@ enum {
     GM_CPU_AMX_BF16 = 1u << 4,    /* AMX-TILE and AMX-BF16, with the tile data state granted to this process */
 };
 
-/* The extensions this CPU has (GM_CPU_* bits), within what GM_ISA allows. */
+/* The extensions this CPU has (GM_CPU_* bits). */
 unsigned gm_cpu_features(void);
-
-/*
-** The instruction-set tiers, widest first, as GM_ISA names them: "amx",
-** "avx512", "avx2", "portable". gm_isa_mask gives the extensions a tier
-** uses (~0u for amx, everything), or 0 with *known = 0 for an unknown name.
-*/
-unsigned gm_isa_mask(const char *name, int *known);
-
-/*
-** GM_ISA, when set, checked once: 0 when it is unset or names a tier this
-** CPU has; else GM_EUSAGE and a message naming the value and the tiers
-** this CPU does have. A bad GM_ISA also leaves gm_cpu_features at 0 (the
-** portable code), so no caller runs a tier it was told not to.
-*/
-int gm_isa_check(gm_status *st);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "gm/bf16.h"
 #include "gm/pool.h"
+#include "gm/status.h"
 
 /*
 ** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major, as the
@@ -81,7 +82,7 @@ void gm_attn_values(float *O, long ldo, const float *P, long ldp, int nq, const 
 
 /*
 ** The instruction-set tier the kernels above and below use: "amx",
-** "avx512", "avx2" or "portable", as GM_ISA names them (gm/cpu.h), the
+** "avx512", "avx2" or "portable", as GM_ISA names them, the
 ** widest this CPU has unless GM_ISA or gm_kernels_select says otherwise.
 */
 const char *gm_kernels_name(void);
@@ -94,6 +95,14 @@ const char *gm_kernels_name(void);
 ** Returns 0, or -1 when the name is unknown or this CPU cannot run it.
 */
 int gm_kernels_select(const char *name);
+
+/*
+** GM_ISA, when set: 0 when it is unset or names a tier this CPU runs; else
+** GM_EUSAGE and one line naming the value and the tiers this CPU does run.
+** (A bad GM_ISA runs the portable tier, so a caller that skips this check
+** never runs a tier it was told not to.)
+*/
+int gm_kernels_check(gm_status *st);
 
 /* Every tier's name, widest first, NULL-terminated: available here or not. */
 const char *const *gm_kernels_tiers(void);

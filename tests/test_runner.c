@@ -247,10 +247,25 @@ static void each_golden(void (*check)(loaded *, const char *))
 ** the log names it; a tier this CPU lacks is skipped with the reason, never
 ** passed. The software models run the AMX and AVX-512 kernels' source here.
 */
-static void on_tier(const char *tier)
+/* Run on tier from here on, or skip the test, saying why, when this CPU lacks it. */
+static void use_or_skip(const char *tier)
 {
     if (gm_kernels_select(tier) != 0)
         cr_skip_test("%s: not available on this CPU", tier);
+}
+
+/* One test of suite per tier, each calling fn(tier). */
+#define TEST_EACH_TIER(suite, fn)                                                                                \
+    Test(suite, amx, .timeout = 300) { fn("amx"); }                                                              \
+    Test(suite, amx_model, .timeout = 300) { fn("amx-model"); }                                                  \
+    Test(suite, avx512, .timeout = 300) { fn("avx512"); }                                                        \
+    Test(suite, avx512_model, .timeout = 300) { fn("avx512-model"); }                                            \
+    Test(suite, avx2, .timeout = 300) { fn("avx2"); }                                                            \
+    Test(suite, portable, .timeout = 300) { fn("portable"); }
+
+static void on_tier(const char *tier)
+{
+    use_or_skip(tier);
     tier_same = tier_logits = 0;
     each_golden(check_bf16);
     fprintf(stderr, "%-12s bf16 logits bit-identical to HF's: %.1f%% of %zu\n", tier,
@@ -260,12 +275,7 @@ static void on_tier(const char *tier)
     gm_kernels_select(NULL);
 }
 
-Test(runner_on_tier, amx, .timeout = 300) { on_tier("amx"); }
-Test(runner_on_tier, amx_model, .timeout = 300) { on_tier("amx-model"); }
-Test(runner_on_tier, avx512, .timeout = 300) { on_tier("avx512"); }
-Test(runner_on_tier, avx512_model, .timeout = 300) { on_tier("avx512-model"); }
-Test(runner_on_tier, avx2, .timeout = 300) { on_tier("avx2"); }
-Test(runner_on_tier, portable, .timeout = 300) { on_tier("portable"); }
+TEST_EACH_TIER(runner_on_tier, on_tier)
 
 /* max |a - b| over n values, relative to max |b| */
 static double max_rel_error(const float *a, const float *b, size_t n)
@@ -371,20 +381,14 @@ static void check_long(const char *id)
 /* The 1024-token prompts on one tier, as on_tier the short ones. */
 static void long_on_tier(const char *tier)
 {
-    if (gm_kernels_select(tier) != 0)
-        cr_skip_test("%s: not available on this CPU", tier);
+    use_or_skip(tier);
     const char *ids[] = {"qwen2_tied", "llama3_tied", "qwen3_tied"};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         check_long(ids[i]);
     gm_kernels_select(NULL);
 }
 
-Test(long1024_on_tier, amx, .timeout = 300) { long_on_tier("amx"); }
-Test(long1024_on_tier, amx_model, .timeout = 300) { long_on_tier("amx-model"); }
-Test(long1024_on_tier, avx512, .timeout = 300) { long_on_tier("avx512"); }
-Test(long1024_on_tier, avx512_model, .timeout = 300) { long_on_tier("avx512-model"); }
-Test(long1024_on_tier, avx2, .timeout = 300) { long_on_tier("avx2"); }
-Test(long1024_on_tier, portable, .timeout = 300) { long_on_tier("portable"); }
+TEST_EACH_TIER(long1024_on_tier, long_on_tier)
 
 Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)
 {

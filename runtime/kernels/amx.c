@@ -13,7 +13,7 @@
 ** W stays in the loader's (in, out) layout, with no second copy. For each
 ** k-block of AKB rows and each band of GM_BAND columns, the band's rows are
 ** packed by pairs along k into B tiles in `panel` (192 KB, in L2), fetching
-** the next k-block's rows as they go, and every block of 32 rows of X is
+** the rows FETCH_AHEAD further on as they go, and every block of 32 rows of X is
 ** multiplied against the panel: four C tiles (32 x 32 outputs) per step of
 ** 32 k. A 32-row prefill thus reads each weight byte once, and the packing
 ** is the only work per byte besides the products.

@@ -933,7 +933,11 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
     int rc = 0, mt_ok = 1;
 
     *out = NULL;
-    if (t == NULL || (t->path = strdup(path)) == NULL) {
+    // the arena gets its buffer now: every token string is arena.p + offset, and a
+    // tokenizer whose strings are all empty must not offset a NULL pointer
+    if (t == NULL || (t->path = strdup(path)) == NULL || gm_buf_reserve(&t->arena, 1) != 0) {
+        if (t != NULL)
+            free(t->path);
         free(t);
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
     }

@@ -63,7 +63,8 @@ int tu_run(const char *cmd, char **out, char **err)
     char full[16384], po[4200], pe[4200];
     snprintf(po, sizeof po, "%s/stdout", dir);
     snprintf(pe, sizeof pe, "%s/stderr", dir);
-    snprintf(full, sizeof full, "%s >'%s' 2>'%s' </dev/null", cmd, po, pe);
+    /* in a subshell, so that the redirections are the whole command's, not its last part's */
+    snprintf(full, sizeof full, "( %s ) >'%s' 2>'%s' </dev/null", cmd, po, pe);
     int rc = system(full);
     char *o = tu_read(po, NULL), *e = tu_read(pe, NULL);
     if (out)

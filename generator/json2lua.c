@@ -1,5 +1,7 @@
 /*
-** json2lua: a strict RFC 8259 parser that pushes Lua values directly.
+** json2lua: a strict RFC 8259 parser that pushes Lua values directly, with
+** one extension: NaN, Infinity and -Infinity, which Python's json writes for
+** non-finite floats (the Config rules then decide whether a field may be one).
 **
 ** Why a parser of its own, beside cJSON and the runtime's scanner
 ** (gm/json.h): the generator's Config rules need a number as written (896 a
@@ -381,6 +383,10 @@ static int parse_value(parser *ps)
         if (c == '{') return parse_object(ps);
         if (c == '[') return parse_array(ps);
         if (c == '"') return parse_string(ps);
+        // Python's json writes these for float('nan') and float('inf'), so real config.json files carry them
+        if (literal(ps, "NaN")) { lua_pushnumber(ps->L, (lua_Number)NAN); return 0; }
+        if (literal(ps, "Infinity")) { lua_pushnumber(ps->L, (lua_Number)HUGE_VAL); return 0; }
+        if (literal(ps, "-Infinity")) { lua_pushnumber(ps->L, (lua_Number)-HUGE_VAL); return 0; }
         if (c == '-' || (c >= '0' && c <= '9')) return parse_number(ps);
         if (literal(ps, "true")) { lua_pushboolean(ps->L, 1); return 0; }
         if (literal(ps, "false")) { lua_pushboolean(ps->L, 0); return 0; }

@@ -371,8 +371,15 @@ static const struct bad_config rejects_bad_configs_cases[] = {
      C "rope_theta 10000 and rope_parameters.rope_theta 500000 disagree"},
     {"{" REQ ", \"rope_theta\": 0}", 0, GM_EFORMAT,
      C "rope_theta must be a positive normal fp32 value, found 0"},
+    /* Python's json writes NaN and Infinity; a field that must be finite says so */
+    {"{" REQ ", \"rope_theta\": Infinity}", 0, GM_EFORMAT, C "rope_theta must be a finite number, found Infinity"},
+    {"{" REQ ", \"rope_theta\": NaN}", 0, GM_EFORMAT, C "rope_theta must be a finite number, found NaN"},
+    {"{\"hidden_size\": -Infinity, " REQ_BUT_HIDDEN "}", 0, GM_EFORMAT,
+     C "hidden_size must be an integer, found -Infinity"},
+    {"{\"hidden_size\": NaN, " REQ_BUT_HIDDEN "}", 0, GM_EFORMAT, C "hidden_size must be an integer, found NaN"},
+    {"{" REQ ", \"x\": nan}", 0, GM_EFORMAT, C "invalid JSON at line 1, column 176"},
     {"{" REQ ", \"rope_theta\": 1e999}", 0, GM_EFORMAT,
-     C "rope_theta must be a positive normal fp32 value, found 1e999"},
+     C "rope_theta must be a finite number, found 1e999"},
     {"{" HIDDEN ", " LAYERS ", " HEADS ", " INTER ", " VOCAB ", " MAXPOS
      ", \"rms_norm_eps\": \"1e-5\"}", 0, GM_EFORMAT,
      C "rms_norm_eps must be a number, found a string"},
@@ -441,6 +448,18 @@ ParameterizedTest(size_t *i, config, rejects_bad_configs)
         cr_assert_str_eq(st.msg, b->message);
     else
         cr_assert_str_eq(st.msg, C "NUL byte at line 1, column 170");
+}
+
+Test(config, python_nan_and_infinity_are_numbers_where_no_field_needs_them)
+{
+    gm_config c;
+    gm_status st = {0};
+    /* Nemotron-H's config has "time_step_limit": [0.0, Infinity]; strings holding the words stay strings */
+    const char *json = "{" REQ ", \"time_step_limit\": [0.0, Infinity], \"floor\": -Infinity, \"u\": NaN, "
+                       "\"s\": \"NaN Infinity\", \"rope_theta\": 500000.0}";
+    cr_assert_eq(parse(&c, json, &st), GM_OK, "%s", st.msg);
+    cr_expect_eq(c.rope_base, 500000.0);
+    cr_expect_eq(c.rms_norm_eps, 1e-05);
 }
 
 Test(config, failure_leaves_the_output_untouched)

@@ -106,6 +106,18 @@ Test(json2lua, fractions_and_exponents_become_floats, .init = setup, .fini = tea
     }
 }
 
+Test(json2lua, python_nan_and_infinity_become_non_finite_floats, .init = setup, .fini = teardown)
+{
+    push_ok("[NaN, Infinity, -Infinity]");
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    lua_rawgeti(L, -3, 3);
+    cr_expect(!lua_isinteger(L, -3) && isnan(lua_tonumber(L, -3)), "NaN");
+    cr_expect(!lua_isinteger(L, -2) && isinf(lua_tonumber(L, -2)) && lua_tonumber(L, -2) > 0, "Infinity");
+    cr_expect(!lua_isinteger(L, -1) && isinf(lua_tonumber(L, -1)) && lua_tonumber(L, -1) < 0, "-Infinity");
+    lua_pop(L, 4);
+}
+
 Test(json2lua, negative_zero_float_keeps_its_sign, .init = setup, .fini = teardown)
 {
     push_ok("-0.0");
@@ -325,9 +337,10 @@ static const struct bad_case rejects_invalid_json_cases[] = {
     {"01", 0, "leading zeros are not allowed"},
     {"-01", 0, "leading zeros are not allowed"},
     {"+1", 0, "expected a value, found '+'"},
-    {"NaN", 0, "expected a value, found 'N'"},
-    {"Infinity", 0, "expected a value, found 'I'"},
-    {"-Infinity", 0, "expected a digit after '-'"},
+    {"nan", 0, "expected a value, found 'n'"},
+    {"Inf", 0, "expected a value, found 'I'"},
+    {"-NaN", 0, "expected a digit after '-'"},
+    {"+Infinity", 0, "expected a value, found '+'"},
     {"0x10", 0, "unexpected 'x' after the value"},
     {".5", 0, "expected a value, found '.'"},
     {"1.", 0, "expected a digit after '.'"},

@@ -74,6 +74,9 @@ local function is_null(v) return v == json.null end
 local function describe(v)
   if is_null(v) then return "null" end
   local t = math.type(v) or type(v)
+  if t == "float" and (v ~= v or math.abs(v) == math.huge) then -- as Python's json writes them
+    return v ~= v and "NaN" or v > 0 and "Infinity" or "-Infinity"
+  end
   if t == "float" then -- shortest text that reads back to the same value
     if v == math.floor(v) and math.abs(v) < 1e15 then return string.format("%.1f", v) end
     local text

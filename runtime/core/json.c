@@ -169,7 +169,18 @@ bad:
     return -1;
 }
 
-static int skip_value(const char *p, const char *end, int depth, const char **after, const char **err)
+size_t gm_json_nonfinite(const char *p, const char *end)
+{
+    static const char *const words[] = {"NaN", "Infinity", "-Infinity"};
+    for (int i = 0; i < 3; i++) {
+        const size_t n = strlen(words[i]);
+        if ((size_t)(end - p) >= n && memcmp(p, words[i], n) == 0)
+            return n;
+    }
+    return 0;
+}
+
+static int skip_value(const char *p, const char *end, int depth, int py, const char **after, const char **err)
 {
     p = gm_json_ws(p, end);
     if (p >= end) {
@@ -205,7 +216,7 @@ static int skip_value(const char *p, const char *end, int depth, const char **af
                 }
                 p++;
             }
-            if (skip_value(p, end, depth + 1, &p, err) != 0)
+            if (skip_value(p, end, depth + 1, py, &p, err) != 0)
                 goto fail;
             p = gm_json_ws(p, end);
             if (p < end && *p == ',') {
@@ -242,6 +253,10 @@ static int skip_value(const char *p, const char *end, int depth, const char **af
         return 0;
     }
     default:
+        if (py && gm_json_nonfinite(p, end) > 0) {
+            *after = p + gm_json_nonfinite(p, end);
+            return 0;
+        }
         if (*p == '-' || (*p >= '0' && *p <= '9')) {
             if (gm_json_number(p, end, after, err) != 0)
                 return -1;
@@ -255,5 +270,10 @@ static int skip_value(const char *p, const char *end, int depth, const char **af
 
 int gm_json_skip(const char *p, const char *end, const char **after, const char **err)
 {
-    return skip_value(p, end, 0, after, err);
+    return skip_value(p, end, 0, 0, after, err);
+}
+
+int gm_json_skip_py(const char *p, const char *end, const char **after, const char **err)
+{
+    return skip_value(p, end, 0, 1, after, err);
 }

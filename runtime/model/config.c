@@ -63,7 +63,7 @@ typedef struct reader {
 /*
 ** Where the value of `item`, an element of array `parent`, begins (an
 ** object's members are walked below). The whole text has passed
-** gm_json_skip, so every step here succeeds. Linear in the elements before
+** gm_json_skip_py, so every step here succeeds. Linear in the elements before
 ** it: used on short arrays only.
 */
 static node element(const reader *r, node parent, const cJSON *item)
@@ -72,7 +72,7 @@ static node element(const reader *r, node parent, const cJSON *item)
     const char *p = gm_json_ws(parent.text + 1, end); /* past '[' */
 
     for (const cJSON *c = parent.json->child; c != NULL && c != item && p < end; c = c->next) {
-        gm_json_skip(p, end, &p, &err);
+        gm_json_skip_py(p, end, &p, &err);
         p = gm_json_ws(gm_json_ws(p, end) + 1, end); /* past ',' */
     }
     return (node){item, p < end ? p : end};
@@ -107,7 +107,7 @@ static int walk_next(walk *w, node *v)
         return -1;
     value = gm_json_ws(gm_json_ws(w->p, end) + 1, end); /* past ':' */
     *v = (node){w->item, value};
-    gm_json_skip(value, end, &w->p, &err);
+    gm_json_skip_py(value, end, &w->p, &err);
     w->p = gm_json_ws(gm_json_ws(w->p, end) + 1, end); /* past ',' */
     w->item = w->item->next;
     return 1;
@@ -121,6 +121,12 @@ static int in_number(const reader *r, const char *p)
 /* The number's lexeme as text, at most n-1 bytes; a longer one ends in "...". */
 static const char *lexeme(const reader *r, node v, char *buf, size_t n)
 {
+    const size_t word = gm_json_nonfinite(v.text, r->end);
+    if (word > 0 && word < n) { /* NaN, Infinity, -Infinity */
+        memcpy(buf, v.text, word);
+        buf[word] = '\0';
+        return buf;
+    }
     size_t len = 0;
     while (len + 1 < n && in_number(r, v.text + len))
         len++;
@@ -138,10 +144,21 @@ static const char *lexeme(const reader *r, node v, char *buf, size_t n)
 */
 static int is_integer_text(const reader *r, node v)
 {
+    if (gm_json_nonfinite(v.text, r->end) > 0)
+        return 0;
     for (const char *p = v.text; in_number(r, p); p++)
         if (*p == '.' || *p == 'e' || *p == 'E')
             return 0;
     return 1;
+}
+
+/* A number's value: cJSON's double, or what Python's non-finite literal at its text means. */
+static double value(const reader *r, node v)
+{
+    const char *p = v.text;
+    if (gm_json_nonfinite(p, r->end) == 0)
+        return v.json->valuedouble;
+    return *p == 'N' ? (double)NAN : *p == 'I' ? HUGE_VAL : -HUGE_VAL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -209,7 +226,7 @@ static int as_int(const reader *r, node v, const char *name, int lo, int *out)
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be an integer, found %s", r->what,
                        name, found(r, v, buf, sizeof buf));
     text = lexeme(r, v, buf, sizeof buf);
-    if (v.json->valuedouble < lo || v.json->valuedouble > INT_MAX)
+    if (value(r, v) < lo || value(r, v) > INT_MAX)
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be %s, found %s", r->what, name,
                        lo == 1 ? "positive" : "non-negative", text);
     *out = (int)v.json->valuedouble;
@@ -251,10 +268,14 @@ static int read_positive(const reader *r, node o, const char *prefix, const char
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a number, found %s", r->what, shown,
                        found(r, v, buf, sizeof buf));
     /* used in fp32 (RoPE, RMSNorm): it must be a positive normal fp32 value there */
-    if (!isfinite(v.json->valuedouble) || v.json->valuedouble < FLT_MIN || v.json->valuedouble > FLT_MAX)
+    const double x = value(r, v);
+    if (!isfinite(x))
+        return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a finite number, found %s", r->what, shown,
+                       lexeme(r, v, buf, sizeof buf));
+    if (x < FLT_MIN || x > FLT_MAX)
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be a positive normal fp32 value, found %s",
                        r->what, shown, lexeme(r, v, buf, sizeof buf));
-    *out = v.json->valuedouble;
+    *out = x;
     return GM_OK;
 }
 
@@ -533,7 +554,34 @@ static int open_doc(const reader *r, const char *json, size_t len, cJSON **doc, 
         position(json, p, &line, &col);
         return gm_fail(r->st, GM_EFORMAT, "%s: NUL byte at line %d, column %d", r->what, line, col);
     }
-    *doc = cJSON_ParseWithLengthOpts(json, len, &parse_end, 0);
+    /*
+    ** cJSON takes no NaN or Infinity: it parses a copy in which each such
+    ** literal outside strings is a number of the same length, so that its
+    ** tree matches the text; value() reads them from the text itself.
+    */
+    char *copy = malloc(len);
+    if (copy == NULL)
+        return gm_fail(r->st, GM_ENOMEM, "%s: out of memory", r->what);
+    memcpy(copy, json, len);
+    for (size_t i = 0, in_string = 0; i < len; i++) {
+        if (in_string) {
+            if (copy[i] == '\\')
+                i++;
+            else if (copy[i] == '"')
+                in_string = 0;
+        } else if (copy[i] == '"') {
+            in_string = 1;
+        } else {
+            const size_t n = gm_json_nonfinite(copy + i, copy + len);
+            if (n > 0) { /* "NaN" -> "0e0", "Infinity" -> "1e999999", "-Infinity" -> "-1e99999" */
+                memcpy(copy + i, n == 3 ? "0e0" : n == 8 ? "1e999999" : "-1e99999", n);
+                i += n - 1;
+            }
+        }
+    }
+    *doc = cJSON_ParseWithLengthOpts(copy, len, &parse_end, 0);
+    parse_end = parse_end ? json + (parse_end - copy) : NULL;
+    free(copy);
     p = parse_end ? skip_cjson_ws(parse_end, r->end) : json;
     if (*doc == NULL || p < r->end) {
         position(json, p, &line, &col);
@@ -548,7 +596,7 @@ static int open_doc(const reader *r, const char *json, size_t len, cJSON **doc, 
     *root = (node){*doc, gm_json_ws(p, r->end)};
     // cJSON is lenient where RFC 8259 is not (any byte <= 0x20 as space, 01,
     // lone surrogates): the scanner that finds the lexemes must accept the text
-    if (gm_json_skip(root->text, r->end, &p, &err) != 0 || gm_json_ws(p, r->end) != r->end) {
+    if (gm_json_skip_py(root->text, r->end, &p, &err) != 0 || gm_json_ws(p, r->end) != r->end) {
         position(json, p, &line, &col);
         return gm_fail(r->st, GM_EFORMAT, "%s: invalid JSON: %s at line %d, column %d", r->what,
                        err ? err : "unexpected data after the JSON value", line, col);

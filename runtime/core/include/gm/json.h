@@ -33,4 +33,13 @@ int gm_json_number(const char *p, const char *end, const char **after, const cha
 /* One value at p (leading whitespace allowed), of any type, nested at most GM_JSON_MAX_DEPTH deep. */
 int gm_json_skip(const char *p, const char *end, const char **after, const char **err);
 
+/*
+** The same, also taking NaN, Infinity and -Infinity as numbers: Python's json
+** writes them for non-finite floats, so config.json files carry them.
+*/
+int gm_json_skip_py(const char *p, const char *end, const char **after, const char **err);
+
+/* The length of the non-finite literal Python's json writes (NaN, Infinity, -Infinity) at p, else 0. */
+size_t gm_json_nonfinite(const char *p, const char *end);
+
 #endif

@@ -64,10 +64,10 @@ Test(status, clear_resets_to_ok)
 Test(status, names_every_code)
 {
     static const char *const names[] = {"ok",    "usage", "io",  "format",      "missing", "shape",
-                                        "dtype", "nomem", "net", "unsupported", "lua"};
+                                        "dtype", "nomem", "net", "unsupported", "lua",   "short"};
 
-    for (int c = GM_OK; c <= GM_ELUA; c++)
+    for (int c = GM_OK; c <= GM_ESHORT; c++)
         cr_assert_str_eq(gm_code_name(c), names[c]);
     cr_assert_str_eq(gm_code_name(-1), "unknown");
-    cr_assert_str_eq(gm_code_name(GM_ELUA + 1), "unknown");
+    cr_assert_str_eq(gm_code_name(GM_ESHORT + 1), "unknown");
 }

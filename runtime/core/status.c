@@ -79,6 +79,7 @@ const char *gm_code_name(int code)
         [GM_ENET] = "net",
         [GM_EUNSUPPORTED] = "unsupported",
         [GM_ELUA] = "lua",
+        [GM_ESHORT] = "short",
     };
 
     if (code < 0 || (size_t)code >= sizeof names / sizeof names[0])

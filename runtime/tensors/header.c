@@ -409,7 +409,12 @@ int st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_
         sort_and_check_names(h, what, st) || check_tiling(h, what, st))
         goto out;
     h->header_len = n;
-    if (file_size != 0 && 8 + n + h->data_len != file_size)
+    if (file_size != 0 && 8 + n + h->data_len > file_size)
+        gm_fail(st, GM_ESHORT,
+                "%s: file is %" PRIu64 " bytes, its header describes 8 + %" PRIu64 " + %" PRIu64 " = %" PRIu64
+                ": the file is incomplete (an interrupted download or copy)",
+                what, file_size, n, h->data_len, 8 + n + h->data_len);
+    else if (file_size != 0 && 8 + n + h->data_len != file_size)
         gm_fail(st, GM_EFORMAT,
                 "%s: file is %" PRIu64 " bytes, expected 8 + %" PRIu64 " + %" PRIu64
                 " = %" PRIu64 " (data section not fully covered)",
@@ -472,8 +477,8 @@ int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_
         goto out;
     }
     if (got != n) {
-        gm_fail(st, GM_EFORMAT, "%s: file ends after %zu bytes, the header needs 8 + %" PRIu64,
-                path, 8 + got, n);
+        gm_fail(st, GM_ESHORT, "%s: file ends after %zu bytes, the header needs 8 + %" PRIu64
+                ": the file is incomplete (an interrupted download or copy)", path, 8 + got, n);
         goto out;
     }
     *bytes = buf;

@@ -27,7 +27,8 @@ typedef enum gm_code {
     GM_ENOMEM,       /* allocation failed or a size overflowed */
     GM_ENET,         /* network (Hub) failure */
     GM_EUNSUPPORTED, /* the model is outside gen-model's scope */
-    GM_ELUA          /* an internal error in the generator's Lua code or a template */
+    GM_ELUA,         /* an internal error in the generator's Lua code or a template */
+    GM_ESHORT        /* a file is shorter than its header says: an interrupted download or copy */
 } gm_code;
 
 typedef struct gm_status {

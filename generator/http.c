@@ -111,12 +111,9 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userdata)
     return n;
 }
 
-static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+/* n body bytes of a response with this status into x: its file, or memory. How many were taken. */
+static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
 {
-    gm_xfer *x = userdata;
-    size_t n = size * nmemb;
-    long status = 0;
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status >= 300 && status < 400)
         return n; /* a redirect's body is of no interest */
     if (x->fd >= 0) {
@@ -168,6 +165,14 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
     x->len += take;
     x->body[x->len] = '\0';
     return x->capped ? 0 : n; /* returning less than n ends the transfer: enough was read */
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *userdata)
+{
+    gm_xfer *x = userdata;
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    return take_body(x, data, size * nmemb, status);
 }
 
 static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
@@ -396,4 +401,55 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
         }
     curl_multi_cleanup(multi);
     return st->code;
+}
+
+/*
+** What libcurl hands the callbacks, from raw bytes: responses (a status line,
+** header lines up to a blank line; 1xx and 3xx answers may come first), then
+** the last one's body in pieces of `piece` bytes (0: one piece). The
+** callbacks' own code runs on them, and a redirect is resolved as a real
+** transfer would; for the fuzz harness of what a server sends.
+*/
+void gm_http_feed(gm_xfer *x, const char *data, size_t n, size_t piece)
+{
+    const char *p = data, *end = data + n;
+    for (;;) {
+        long status = 0;
+        int first = 1;
+        while (p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            const size_t len = nl ? (size_t)(nl + 1 - p) : (size_t)(end - p);
+            if (len == 1 || (len == 2 && p[0] == '\r')) { /* the blank line ends the headers */
+                p += len;
+                break;
+            }
+            char line[8192];
+            const size_t k = len < sizeof line ? len : sizeof line - 1;
+            memcpy(line, p, k); /* libcurl hands a header line in a buffer of its own */
+            line[k] = '\0';
+            if (first && k > 9 && strncmp(line, "HTTP/", 5) == 0) {
+                const char *sp = memchr(line, ' ', k);
+                status = sp ? strtol(sp + 1, NULL, 10) : 0;
+            }
+            first = 0;
+            on_header(line, 1, k, x);
+            p += len;
+        }
+        x->status = status;
+        if (((status >= 100 && status < 200) || (status >= 300 && status < 400)) && p < end &&
+            end - p >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+            if (status >= 300 && x->location[0])
+                follow(x);
+            continue; /* another response follows */
+        }
+        break;
+    }
+    if (x->status >= 300 && x->status < 400 && x->location[0])
+        follow(x);
+    while (p < end) {
+        const size_t k = piece && piece < (size_t)(end - p) ? piece : (size_t)(end - p);
+        if (take_body(x, p, k, x->status) < k)
+            break; /* the transfer would end here */
+        p += k;
+    }
 }

@@ -12,6 +12,7 @@
 
 #include <openssl/evp.h>
 
+#include "gm/lock.h"
 #include "gm/safetensors.h"
 #include "http.h"
 #include "snapshot.h"
@@ -166,15 +167,31 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/*
+** The lock huggingface_hub takes around a blob's download and rename:
+** <cache>/.locks/models--org--name/<blob>.lock. Held, it means no other
+** process (gen-model or Python) writes that blob meanwhile.
+*/
+static int lock_blob(const char *rdir, const char *blob, gm_status *st)
+{
+    char path[PATH_MAX], what[PATH_MAX + 16];
+    const char *base = strrchr(rdir, '/');
+    const int cache_len = base ? (int)(base - rdir) : 0;
+    pathf(path, sizeof path, "%.*s/.locks/%s/%s.lock", cache_len, rdir, base ? base + 1 : rdir, blob);
+    pathf(what, sizeof what, "the blob %s", blob);
+    return gm_lock(path, what, st);
+}
+
 /* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
 static int link_blob(const char *rdir, const char *commit, const char *file, const char *blob, gm_status *st)
 {
+    static unsigned serial;
     char snap[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
     pathf(snap, sizeof snap, "%s/snapshots/%s", rdir, commit);
     if (gm_mkdir_p(snap, st))
         return st->code;
     pathf(link, sizeof link, "%s/%s", snap, file);
-    pathf(tmp, sizeof tmp, "%s.%d.tmp", link, (int)getpid());
+    pathf(tmp, sizeof tmp, "%s.%d.%u.tmp", link, (int)getpid(), serial++);
     pathf(target, sizeof target, "../../blobs/%s", blob);
     unlink(tmp);
     if (symlink(target, tmp) != 0 || rename(tmp, link) != 0) {
@@ -193,9 +210,14 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     pathf(path, sizeof path, "%s/%s", dir, blob);
     if (gm_mkdir_p(dir, st))
         return st->code;
-    if (!file_exists(path) && gm_write_file(path, data, len, st))
+    const int lock = lock_blob(rdir, blob, st);
+    if (lock < 0)
         return st->code;
-    return link_blob(rdir, commit, file, blob, st);
+    /* a blob another process completed while this one waited is used as it is */
+    if (file_exists(path) || gm_write_file(path, data, len, st) == 0)
+        link_blob(rdir, commit, file, blob, st);
+    gm_unlock(lock);
+    return st->code;
 }
 
 static int write_ref(const char *rdir, const char *revision, const char *commit, gm_status *st)
@@ -238,8 +260,8 @@ static int resolve_url(const gm_hub *h, const char *repo, const char *revision, 
 }
 
 /* A non-2xx answer as the one line a user can act on. */
-static int hub_error(const gm_hub *h, const char *repo, const char *revision, const char *file,
-                     const gm_xfer *x, gm_status *st)
+int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const char *file,
+                 const gm_xfer *x, gm_status *st)
 {
     const char *code = x->error_code;
     if (!strcmp(code, "GatedRepo")) {
@@ -289,7 +311,7 @@ static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revisi
     if (gm_http_run(h, one, 1, st))
         return st->code;
     if (!ok_status(x->status))
-        return hub_error(h, repo, revision, file, x, st);
+        return gm_hub_error(h, repo, revision, file, x, st);
     if (x->capped)
         return gm_fail(st, GM_EFORMAT, "%s: %s is larger than 64 MiB", repo, file);
     return 0;
@@ -388,7 +410,7 @@ static int has(const char *dir, const char *file, const char *suffix)
 }
 
 /* Check a ranged answer: 206 with Content-Range starting at `start`, or a 200 we cut short. */
-static int check_range(const gm_xfer *x, uint64_t start, gm_status *st)
+int gm_hub_check_range(const gm_xfer *x, uint64_t start, gm_status *st)
 {
     char u[4096];
     if (x->status == 200)
@@ -428,8 +450,8 @@ static int head_take(const gm_hub *h, const char *repo, const char *commit, head
 {
     gm_xfer *x = &j->x;
     if (!ok_status(x->status))
-        return hub_error(h, repo, commit, j->file, x, st);
-    if (check_range(x, j->len, st))
+        return gm_hub_error(h, repo, commit, j->file, x, st);
+    if (gm_hub_check_range(x, j->len, st))
         return st->code;
     uint8_t *grown = realloc(j->bytes, j->len + x->len);
     if (!grown)
@@ -609,7 +631,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     meta.head_only = 1;
     gm_xfer *one[1] = {&meta};
     if (gm_http_run(h, one, 1, st) || (!ok_status(meta.status) && !(meta.status >= 300 && meta.status < 400) &&
-                                       hub_error(h, repo, commit, file, &meta, st))) {
+                                       gm_hub_error(h, repo, commit, file, &meta, st))) {
         gm_xfer_free(&meta);
         return st->code;
     }
@@ -629,10 +651,25 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     pathf(blobs, sizeof blobs, "%s/blobs", rdir);
     if (gm_mkdir_p(blobs, st))
         return st->code;
+    /*
+    ** The blob's lock, held from here to the rename: one process at a time
+    ** writes <blob>.incomplete (so a resumed download is this blob's bytes
+    ** alone), and one that waited finds the blob complete and links it.
+    */
+    const int lock = lock_blob(rdir, etag, st);
+    if (lock < 0)
+        return st->code;
+    if (file_exists(blob)) {
+        link_blob(rdir, commit, file, etag, st);
+        gm_unlock(lock);
+        return st->code;
+    }
 
     int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
+    if (fd < 0) {
+        gm_unlock(lock);
         return gm_fail(st, GM_EIO, "%s: cannot open: %s", part, strerror(errno));
+    }
     EVP_MD_CTX *sha = EVP_MD_CTX_new();
     uint64_t have = 0;
     if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL) || hash_prefix(fd, sha, &have) != 0) {
@@ -656,7 +693,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         const CURLcode result = x.result;
         const long status = x.status;
         if (!rc && x.result == CURLE_OK && !ok_status(x.status) && !(x.status == 429 || x.status >= 500)) {
-            hub_error(h, repo, commit, file, &x, st);
+            gm_hub_error(h, repo, commit, file, &x, st);
             gm_xfer_free(&x);
             goto out;
         }
@@ -696,6 +733,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
 out:
     EVP_MD_CTX_free(sha);
     close(fd);
+    gm_unlock(lock);
     return st->code;
 }
 

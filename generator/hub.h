@@ -72,4 +72,14 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir,
 int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
                     char *dir, size_t dir_size, gm_status *st);
 
+/* What the Hub answered, judged (hub.c; the fuzz harness calls them on hostile answers too). */
+struct gm_xfer;
+
+/* A non-2xx answer as the one line a user can act on (X-Error-Code, the status). */
+int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const char *file,
+                 const struct gm_xfer *x, gm_status *st);
+
+/* A ranged answer: 206 with a Content-Range from start, or a 200 that on_body cut short. */
+int gm_hub_check_range(const struct gm_xfer *x, uint64_t start, gm_status *st);
+
 #endif

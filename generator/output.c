@@ -1,6 +1,9 @@
 /* Atomic output: build in a temporary folder, swap it in with one rename. */
 #include "output.h"
 
+#include "gm/lock.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -126,17 +129,46 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
     sigaddset(&hold, SIGTERM);
     sigaddset(&hold, SIGHUP);
     sigprocmask(SIG_BLOCK, &hold, &old);
-    write_model(out_dir, r, snap, st);
+    /* one writer of models/<id>/ at a time (phase0's records take the same lock): never a mixture */
+    char final[PATH_MAX];
+    if (gm_mkdir_p(out_dir, st) == 0) {
+        if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final) {
+            gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);
+        } else {
+            const int lock = gm_lock_folder(final, st);
+            if (lock >= 0)
+                write_model(out_dir, r, snap, st);
+            gm_unlock(lock);
+        }
+    }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return st->code;
+}
+
+/*
+** Temporary folders of this model that a killed run (SIGKILL, a crash, a
+** power cut) left behind. Called with the model's lock held, so no live
+** writer owns one.
+*/
+static void remove_stale(const char *out_dir, const char *id)
+{
+    char prefix[PATH_MAX], path[PATH_MAX];
+    snprintf(prefix, sizeof prefix, ".%s.tmp-", id);
+    DIR *d = opendir(out_dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 &&
+            snprintf(path, sizeof path, "%s/%s", out_dir, e->d_name) < (int)sizeof path)
+            gm_remove_tree(path);
+    closedir(d);
 }
 
 static int write_model(const char *out_dir, const gm_gen_result *r,
                        const gm_snapshot *snap, gm_status *st)
 {
     char final[PATH_MAX], tmp[PATH_MAX];
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", out_dir, strerror(errno));
+    remove_stale(out_dir, r->id);
     if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final ||
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp-XXXXXX", out_dir, r->id) >= (int)sizeof tmp)
         return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);

@@ -159,6 +159,14 @@ static const config_case config_cases[] = {
      "num_attention_heads 14 is not a multiple of num_key_value_heads 3"},
     {"{", "{\"hidden_size\": 1,", 1, "config.json: duplicate key 'hidden_size'"},
     {"\"vocab_size\": 151936", "\"vocab_size\": 151936,", 1, "config.json: "},
+    /* Python's json writes NaN and Infinity: read as numbers, refused where a field must be finite */
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": Infinity,", 1, "rope_theta must be a finite fp32 value, found Infinity"},
+    {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": NaN,", 1, "rms_norm_eps must be a finite fp32 value, found NaN"},
+    {"\"hidden_size\": 896,", "\"hidden_size\": -Infinity,", 1, "hidden_size must be an integer, found -Infinity"},
+    /* Nemotron-H's config carries "time_step_limit": [0.0, Infinity]: the refusal is its architecture's */
+    {"\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],",
+     "\"architectures\": [\"NemotronHForCausalLM\"], \"time_step_limit\": [0.0, Infinity],", 3,
+     "architecture 'NemotronHForCausalLM' is not supported"},
 };
 
 Test(generator, config_errors_name_the_key_and_write_nothing)
@@ -323,11 +331,11 @@ Test(generator, same_input_gives_the_same_bytes_and_keeps_living_documents)
     cr_assert(l1 == l2 && memcmp(first, second, l1) == 0, "a second run changed the bytes");
     char *kept = tu_read(todo, NULL);
     cr_assert_str_eq(kept, "edited by phase0\n");
-    /* no temporary folder is left beside the model */
+    /* no temporary folder is left beside the model: only its lock file, as filelock leaves one */
     char cmd[4400], *out = NULL;
     snprintf(cmd, sizeof cmd, "ls -A '%s'", out_dir);
     cr_assert_eq(tu_run(cmd, &out, NULL), 0);
-    cr_assert_str_eq(out, "qwen3_0_6b\n");
+    cr_assert_str_eq(out, ".qwen3_0_6b.lock\nqwen3_0_6b\n");
     free(out);
     free(kept);
     free(first);
@@ -451,6 +459,12 @@ static const edit edge_cases[] = {
     {"\"intermediate_size\": 4864,", "\"intermediate_size\": -4864,"},
     {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": null,"},
     {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000,"},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"time_step_limit\": [0.0, Infinity], "
+     "\"floor\": -Infinity, \"unused\": NaN, \"text\": \"NaN Infinity\","},
+    {"\"rope_theta\": 1000000.0,", "\"rope_theta\": NaN,"},
+    {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": -Infinity,"},
+    {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": Infinity,"},
+    {"\"eos_token_id\": 151643,", "\"eos_token_id\": [151643, NaN],"},
 };
 
 /* The value of `.field = ` in a generated initializer. */
@@ -652,5 +666,16 @@ Test(generator, name_is_kept_in_the_snapshot_and_reserved_prefixes_are_refused)
     cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
     free(err);
     cr_assert_eq(gen(src, "--name gm", NULL, &err), 2);
+    free(err);
+}
+
+Test(generator, out_creates_the_missing_parent_folders)
+{
+    char deep[4400], *err = NULL, cmd[9000], path[4500];
+    snprintf(deep, sizeof deep, "%s/new/parent/dir", work);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/Qwen/Qwen2-0.5B' --out '%s'", GM_GEN_MODEL, HUB, deep);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/qwen2_0_5b_weights.c", deep);
+    cr_assert(tu_exists(path), "%s was not written", path);
     free(err);
 }

@@ -535,3 +535,265 @@ Test(hub, download_keeps_the_tokenizer_with_the_weights_and_phase0_passes_on_the
     free(err);
     free(dir);
 }
+
+/* ---------------------------------------------------------------------- */
+/* one cache, many processes */
+
+/*
+** Run n gen-model commands at once (args[i % n_args] each, with the Hub
+** environment of gm()), started together; each one's exit status in rc[],
+** its stdout and stderr in the files <work>/par.<i>.{out,err}.
+*/
+static void together(int n, const char *env, const char *const *args, int n_args, int *rc)
+{
+    char cmd[65536];
+    int k = snprintf(cmd, sizeof cmd, "cd '%s' || exit 1; ", hub.work);
+    for (int i = 0; i < n; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k,
+                      "( env -u HF_TOKEN -u HF_HUB_OFFLINE -u HF_HUB_CACHE -u XDG_CACHE_HOME HF_HOME='%s' "
+                      "HF_ENDPOINT=http://127.0.0.1:%d GM_HUB_RETRY_MS=20 %s '%s' %s > par.%d.out 2> par.%d.err; "
+                      "echo $? > par.%d.rc ) & ",
+                      hub.home, hub.port, env ? env : "", GM_GEN_MODEL, args[i % n_args], i, i, i);
+    snprintf(cmd + k, sizeof cmd - (size_t)k, "wait");
+    cr_assert_eq(system(cmd), 0);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/par.%d.rc", hub.work, i);
+        char *text = tu_read(path, NULL);
+        cr_assert_not_null(text);
+        rc[i] = atoi(text);
+        free(text);
+    }
+}
+
+static char *par_file(int i, const char *what)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/par.%d.%s", hub.work, i, what);
+    char *text = tu_read(path, NULL);
+    return text ? text : strdup("");
+}
+
+static void fresh_cache(void)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", hub.home);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* Every file of the golden model `id` in dir is byte for byte the original. */
+static void assert_golden_files(const char *dir, const char *id)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cd '%s/golden/%s' && for f in *.safetensors *.json; do cmp -s \"$f\" '%s'/\"$f\" "
+             "|| { echo \"$f\"; exit 1; }; done", GM_SHARED_DIR, id, dir);
+    char *out = NULL;
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s/%s differs from the original", dir, out);
+    free(out);
+}
+
+Test(hub, many_downloads_and_scaffolds_of_one_model_into_one_cache_all_succeed, .timeout = 180)
+{
+    hub_start(NULL);
+    char scaffold_args[8800];
+    snprintf(scaffold_args, sizeof scaffold_args, "golden/llama_untied_sharded --out '%s'", hub.out);
+    const char *args[] = {"download golden/llama_untied_sharded", scaffold_args,
+                          "download golden/llama_untied_sharded", "download golden/llama_untied_sharded"};
+    for (int round = 0; round < 5; round++) {
+        fresh_cache();
+        int rc[4];
+        together(4, NULL, args, 4, rc);
+        char *first = NULL;
+        for (int i = 0; i < 4; i++) {
+            char *err = par_file(i, "err"), *out = par_file(i, "out");
+            cr_assert_eq(rc[i], 0, "round %d, run %d (%s): exit %d: %s", round, i, args[i], rc[i], err);
+            if (i != 1) { /* the downloads name one snapshot, which holds the whole model */
+                char *dir = downloaded_dir(out);
+                if (!first)
+                    first = strdup(dir);
+                cr_assert_str_eq(dir, first);
+                assert_golden_files(dir, "llama_untied_sharded");
+                free(dir);
+            }
+            free(err);
+            free(out);
+        }
+        char cmd[9000], *left = NULL;
+        snprintf(cmd, sizeof cmd, "find '%s' -name '*.tmp' -o -name '*.incomplete' | wc -l", hub.home);
+        tu_run(cmd, &left, NULL);
+        cr_assert_eq(atoi(left), 0, "temporary files left in the cache: %s", left);
+        free(left);
+        free(first);
+    }
+}
+
+Test(hub, many_scaffolds_into_one_folder_leave_the_one_complete_model, .timeout = 180)
+{
+    hub_start(NULL);
+    char ref[4400], args[8800], *err = NULL;
+    snprintf(ref, sizeof ref, "%s/ref", hub.work);
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --out '%s'", ref);
+    cr_assert_eq(gm(NULL, args, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --out '%s'", hub.out);
+    const char *list[] = {args};
+    for (int round = 0; round < 5; round++) {
+        fresh_cache();
+        int rc[4];
+        together(4, NULL, list, 1, rc);
+        for (int i = 0; i < 4; i++) {
+            char *e = par_file(i, "err");
+            cr_assert_eq(rc[i], 0, "round %d, run %d: exit %d: %s", round, i, rc[i], e);
+            free(e);
+        }
+        char a[4500], b[4500];
+        snprintf(a, sizeof a, "%s/qwen2_0_5b", ref);
+        snprintf(b, sizeof b, "%s/qwen2_0_5b", hub.out);
+        assert_same_tree(a, b);
+        char cmd[9000], *left = NULL;
+        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c tmp", hub.out);
+        tu_run(cmd, &left, NULL);
+        cr_assert_eq(atoi(left), 0, "a temporary folder is left in %s", hub.out);
+        free(left);
+    }
+}
+
+/* A python3 holding fcntl.flock on path for `seconds`, as huggingface_hub's filelock does; returns its pid. */
+static pid_t python_holds(const char *path, double seconds)
+{
+    char ready[4400], secs[32];
+    snprintf(ready, sizeof ready, "%s/python-holds", hub.work);
+    unlink(ready);
+    snprintf(secs, sizeof secs, "%g", seconds);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execlp("python3", "python3", "-c",
+               "import fcntl, os, sys, time\n"
+               "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
+               "f = open(sys.argv[1], 'w')\n"
+               "fcntl.flock(f, fcntl.LOCK_EX)\n"
+               "open(sys.argv[2], 'w').close()\n"
+               "time.sleep(float(sys.argv[3]))\n",
+               path, ready, secs, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 400 && !tu_exists(ready); i++)
+        usleep(10000);
+    cr_assert(tu_exists(ready), "python3 did not take the lock");
+    return pid;
+}
+
+Test(hub, a_blob_locked_by_python_is_waited_for_then_a_bound_gives_up_in_one_line)
+{
+    hub_start(NULL);
+    /* the blob of model.safetensors is named by its sha256 */
+    char cmd[9000], *sha = NULL, lock[4400];
+    snprintf(cmd, sizeof cmd, "sha256sum '%s/golden/qwen2_tied/model.safetensors' | cut -c1-64", GM_SHARED_DIR);
+    cr_assert_eq(tu_run(cmd, &sha, NULL), 0);
+    sha[strcspn(sha, "\n")] = '\0';
+    snprintf(lock, sizeof lock, "%s/hub/.locks/models--golden--qwen2_tied/%s.lock", hub.home, sha);
+    free(sha);
+
+    /* held for a few seconds: gen-model says what it waits on, then downloads */
+    pid_t py = python_holds(lock, 4.0);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm("GM_LOCK_TIMEOUT=60", "download golden/qwen2_tied", &out, &err), 0, "%s", err);
+    cr_assert(strstr(err, "waiting for the blob") && strstr(err, lock), "no line on the wait:\n%s", err);
+    waitpid(py, NULL, 0);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "qwen2_tied");
+    free(dir);
+    free(out);
+    free(err);
+
+    /* held past the bound: one line naming the lock and the variable, exit 4 (file system) */
+    fresh_cache();
+    py = python_holds(lock, 30.0);
+    cr_assert_eq(gm("GM_LOCK_TIMEOUT=1", "download golden/qwen2_tied", &out, &err), 4, "%s", err);
+    kill(py, SIGKILL);
+    waitpid(py, NULL, 0);
+    cr_assert(strstr(err, lock) && strstr(err, "GM_LOCK_TIMEOUT") && strstr(err, "still locked"), "%s", err);
+    /* one line of error; beside it only the transfer report every run prints */
+    const char *report = strstr(err, " bytes in ");
+    cr_assert_eq(tu_lines(err) - (report != NULL), 1, "one line, not:\n%s", err);
+    free(out);
+    free(err);
+}
+
+/* Start gen-model (argv-style args after the Hub environment) and SIGKILL it after `us` microseconds. */
+static void kill_after(const char *args, long us)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        char cmd[16384], port[32];
+        snprintf(port, sizeof port, "%d", hub.port);
+        snprintf(cmd, sizeof cmd,
+                 "exec env -u HF_TOKEN -u HF_HUB_OFFLINE -u HF_HUB_CACHE -u XDG_CACHE_HOME HF_HOME='%s' "
+                 "HF_ENDPOINT=http://127.0.0.1:%s GM_HUB_RETRY_MS=20 '%s' %s >/dev/null 2>&1",
+                 hub.home, port, GM_GEN_MODEL, args);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    usleep((useconds_t)us);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+Test(hub, a_download_killed_at_random_points_is_completed_by_the_next_run, .timeout = 180)
+{
+    const char *slow[] = {"--mode", "slow", "--slow", "0.05", NULL};
+    hub_start(slow);
+    srand(1234);
+    for (int i = 0; i < 20; i++) {
+        kill_after("download golden/llama_untied_sharded", 1000 + rand() % 400000);
+        /* whatever the kill left, the next run completes and verifies */
+        char *out = NULL, *err = NULL;
+        cr_assert_eq(gm(NULL, "download golden/llama_untied_sharded", &out, &err), 0, "after kill %d: %s", i, err);
+        char *dir = downloaded_dir(out);
+        assert_golden_files(dir, "llama_untied_sharded");
+        free(dir);
+        free(out);
+        free(err);
+        if (i % 4 == 3)
+            fresh_cache();
+    }
+}
+
+Test(hub, a_scaffold_killed_at_random_points_leaves_the_old_model_or_the_new_never_a_mixture, .timeout = 180)
+{
+    const char *slow[] = {"--mode", "slow", "--slow", "0.05", NULL};
+    hub_start(slow);
+    char ref[4400], args[8800], *err = NULL;
+    snprintf(ref, sizeof ref, "%s/ref", hub.work);
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --out '%s'", ref);
+    cr_assert_eq(gm(NULL, args, NULL, &err), 0, "%s", err);
+    free(err);
+    char a[4500], b[4500];
+    snprintf(a, sizeof a, "%s/qwen2_0_5b", ref);
+    snprintf(b, sizeof b, "%s/qwen2_0_5b", hub.out);
+    char *want = tu_tree_hash(a);
+    snprintf(args, sizeof args, "Qwen/Qwen2-0.5B --out '%s'", hub.out);
+    srand(4321);
+    for (int i = 0; i < 20; i++) {
+        kill_after(args, 1000 + rand() % 300000);
+        /* the folder is absent or whole: a kill never leaves a part of one */
+        char *got = tu_tree_hash(b);
+        cr_assert(strcmp(got, "(absent)") == 0 || strcmp(got, want) == 0, "after kill %d, %s is partial", i, b);
+        free(got);
+        cr_assert_eq(gm(NULL, args, NULL, &err), 0, "after kill %d: %s", i, err);
+        free(err);
+        got = tu_tree_hash(b);
+        cr_assert_str_eq(got, want, "after kill %d, the next run did not complete the model", i);
+        free(got);
+        char cmd[9000], *left = NULL;
+        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c tmp", hub.out);
+        tu_run(cmd, &left, NULL);
+        cr_assert_eq(atoi(left), 0, "a killed run's temporary folder was kept by the next one");
+        free(left);
+        if (i % 4 == 3)
+            fresh_cache();
+    }
+    free(want);
+}

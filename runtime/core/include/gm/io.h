@@ -18,7 +18,11 @@
 */
 int gm_read_file(const char *path, size_t max, char **data, size_t *len, gm_status *st);
 
-/* Write data to path via path.tmp, fsync, then rename: never a half-written file. */
+/*
+** Write data to path via a temporary of this process's own in the same folder
+** (path.<pid>.<n>.tmp), fsync, then rename: never a half-written file, and
+** writers of one path in several processes each rename a whole file of their own.
+*/
 int gm_write_file(const char *path, const void *data, size_t len, gm_status *st);
 
 /* The same for a file written in parts, one after the other. */

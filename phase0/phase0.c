@@ -9,6 +9,7 @@
 */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <getopt.h>
 #include <math.h>
@@ -23,6 +24,7 @@
 #include "embedded.h"
 #include "gm/config.h"
 #include "gm/kernels.h"
+#include "gm/lock.h"
 #include "gm/npy.h"
 #include "gm/pool.h"
 #include "gm/registry.h"
@@ -66,7 +68,8 @@ static const char usage[] =
     "  --no-record     leave progress.md and TODO.md alone\n"
     "\n"
     "environment: GM_ISA=amx|avx512|avx2|portable runs that kernel tier instead of the widest this CPU has\n"
-    "(the report names the tier that ran); GM_THREADS as --threads\n"
+    "(the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT seconds to wait for\n"
+    "models/<ID>/ while another run writes it (600)\n"
     "\n"
     "exit status: 0 all gates pass; 1 a gate failed; 2 usage; 4 file system error\n";
 
@@ -231,9 +234,81 @@ static void gate1(run *r, void *w)
         set(g, 0, "the weights are not there: a missing download, or a gated model without a token",
             "gen-model download <repo> (HF_TOKEN for gated models); the --weights folder", "%s", st.msg);
     } else {
-        set(g, 0, "HF names differ from the family's table, or head_dim / n_kv_heads are wrong",
-            "the safetensors index and the tensor shapes; the config extraction", "%s", st.msg);
+        /* the likely cause follows the error: what went wrong says where to look */
+        switch (st.code) {
+        case GM_ESHORT:
+            set(g, 0, "the download is incomplete: a file is shorter than its header says (an interrupted "
+                "download or copy)", "fetch it again: gen-model download <repo> resumes and verifies it; or copy "
+                "the file again", "%s", st.msg);
+            break;
+        case GM_ESHAPE:
+        case GM_EDTYPE:
+            set(g, 0, "a dtype or shape mismatch: the config extraction (head_dim, n_kv_heads, the hidden sizes) "
+                "or the weights' dtype", "config.json against the tensor's shape and dtype in the safetensors "
+                "header; the generated Config", "%s", st.msg);
+            break;
+        case GM_EMISSING:
+            set(g, 0, "a tensor is missing: HF names differ from the family's table", "the safetensors index "
+                "against the family's tensors (generator/lua/families.lua); the weights of another model?", "%s",
+                st.msg);
+            break;
+        case GM_EIO:
+        case GM_ENOMEM:
+            set(g, 0, "the weights could not be read: the file system or memory", "the file and the error "
+                "named here", "%s", st.msg);
+            break;
+        default:
+            set(g, 0, "a malformed safetensors file or index: a corrupt download, or not safetensors", "the file "
+                "named here; fetch it again (gen-model download <repo>)", "%s", st.msg);
+            break;
+        }
     }
+}
+
+/*
+** The first weight of the model that is NaN or Inf, as "layers[3].w_gate"
+** (the runner's names), with how many of its values are; 0 when all are finite.
+*/
+static long nonfinite_weights(const rt_model *m, char *name, size_t size)
+{
+    const gm_config *c = &m->cfg;
+    const long H = c->emb_dim, F = c->hidden_dim, V = c->vocab_size, D = c->head_dim;
+    const long Q = (long)c->n_heads * D, KV = (long)c->n_kv_heads * D;
+    struct { const char *field; long n; size_t off; } per_layer[] = {
+        {"attn_norm", H, offsetof(rt_layer, attn_norm)}, {"ffn_norm", H, offsetof(rt_layer, ffn_norm)},
+        {"wq", H * Q, offsetof(rt_layer, wq)}, {"wk", H * KV, offsetof(rt_layer, wk)},
+        {"wv", H * KV, offsetof(rt_layer, wv)}, {"wo", Q * H, offsetof(rt_layer, wo)},
+        {"bq", Q, offsetof(rt_layer, bq)}, {"bk", KV, offsetof(rt_layer, bk)}, {"bv", KV, offsetof(rt_layer, bv)},
+        {"q_norm", D, offsetof(rt_layer, q_norm)}, {"k_norm", D, offsetof(rt_layer, k_norm)},
+        {"w_gate", H * F, offsetof(rt_layer, w_gate)}, {"w_up", H * F, offsetof(rt_layer, w_up)},
+        {"w_down", F * H, offsetof(rt_layer, w_down)}};
+    struct { const char *field; long n; const gm_bf16 *w; } whole[] = {
+        {"tok_embd", V * H, m->tok_embd}, {"out_norm", H, m->out_norm}, {"lm_head", V * H, m->lm_head}};
+    long bad;
+#define COUNT(w, n)                                                                                    \
+    do {                                                                                               \
+        bad = 0;                                                                                       \
+        for (long k = 0; (w) && k < (n); k++)                                                          \
+            bad += ((w)[k] & 0x7F80) == 0x7F80; /* all exponent bits set: Inf or NaN */                \
+    } while (0)
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        COUNT(whole[i].w, whole[i].n);
+        if (bad) {
+            snprintf(name, size, "%s", whole[i].field);
+            return bad;
+        }
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++) {
+            const gm_bf16 *w = *(const gm_bf16 *const *)((const char *)&m->layers[l] + per_layer[i].off);
+            COUNT(w, per_layer[i].n);
+            if (bad) {
+                snprintf(name, size, "layers[%d].%s", l, per_layer[i].field);
+                return bad;
+            }
+        }
+#undef COUNT
+    return 0;
 }
 
 /* The prompt's ids: --tokens, or the prompt through the model's tokenizer. */
@@ -319,8 +394,15 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
         max = lg[i] > max ? lg[i] : max;
     }
     if (bad) {
-        set(g, 0, "a dtype problem in loading, or a corrupt download", "re-download (gen-model download); the bf16 "
-            "path", "%d of %d logits are NaN or Inf", bad, V);
+        char name[64];
+        const long in_weights = nonfinite_weights(m, name, sizeof name);
+        if (in_weights > 0)
+            set(g, 0, "NaN or Inf in the weights: a corrupt download", "fetch the weights again (gen-model download "
+                "<repo>); the file that holds this tensor", "%d of %d logits are NaN or Inf; the weights hold "
+                "them: %s has %ld", bad, V, name, in_weights);
+        else
+            set(g, 0, "a dtype problem in loading (every weight is finite)", "the bf16 path: the loader's "
+                "conversions and the runner", "%d of %d logits are NaN or Inf", bad, V);
         return;
     }
     /* softmax, its entropy against the uniform distribution's log V */
@@ -528,9 +610,14 @@ static int record(const run *r, const char *models_dir, gm_status *st)
             snprintf(blocker, sizeof blocker, "Phase 0 gate %d (%s) fails: %s; look at %s", i + 1, r->g[i].name,
                      r->g[i].cause, r->g[i].where);
     progress_entry(r, entry, sizeof entry);
-    if (p0_record_progress(dir, entry, st) || p0_record_todo(dir, all_pass(r), blocker[0] ? blocker : NULL, st))
+    /* the folder's lock (gen-model takes it too): two records at once each read what the other wrote */
+    const int lock = gm_lock_folder(dir, st);
+    if (lock < 0)
         return st->code;
-    return 0;
+    if (p0_record_progress(dir, entry, st) == 0)
+        p0_record_todo(dir, all_pass(r), blocker[0] ? blocker : NULL, st);
+    gm_unlock(lock);
+    return st->code;
 }
 
 static int dump(const run *r, const char *dir, gm_status *st)

@@ -208,12 +208,106 @@ Test(phase0, gate1_fails_on_another_models_weights_and_names_the_tensor)
                         "HF names differ from the family's table"));
 }
 
-Test(phase0, gate2_fails_on_nan_weights_as_a_dtype_or_download_problem)
+/*
+** Replace `from` by `to` (no longer) in the safetensors header of dir's
+** model.safetensors, padding the header with spaces to its length.
+*/
+static void edit_header(const char *dir, const char *from, const char *to)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    size_t len;
+    uint8_t *bytes = (uint8_t *)tu_read(path, &len);
+    uint64_t n;
+    memcpy(&n, bytes, 8);
+    char *h = (char *)bytes + 8, *at = memmem(h, n, from, strlen(from));
+    cr_assert_not_null(at, "'%s' is not in the header of %s", from, path);
+    const size_t a = strlen(from), b = strlen(to);
+    cr_assert_leq(b, a);
+    memmove(at + b, at + a, (size_t)(h + n - (at + a)));
+    memcpy(at, to, b);
+    memset(h + n - (a - b), ' ', a - b);
+    tu_write(path, bytes, len);
+    free(bytes);
+}
+
+/* Every row of Phase 0's failure table, each produced and its cause checked (docs/phase0.md). */
+
+Test(phase0, gate1_fails_without_weights_as_a_missing_download)
+{
+    char *work = tu_tmpdir(), cmd[9000];
+    char *w = broken_copy(work, "qwen2_tied", NULL, 0, -1);
+    snprintf(cmd, sizeof cmd, "rm '%s'/*.safetensors", w);
+    cr_assert_eq(system(cmd), 0);
+    free(expect_failure("qwen2_tied", w, "gate 1 weights loadable    FAIL", "the weights are not there"));
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate1_fails_on_a_truncated_file_as_an_incomplete_download)
+{
+    char *work = tu_tmpdir(), cmd[9000];
+    char *w = broken_copy(work, "qwen2_tied", NULL, 0, -1);
+    snprintf(cmd, sizeof cmd, "truncate -s -1000 '%s/model.safetensors'", w);
+    cr_assert_eq(system(cmd), 0);
+    char *out = expect_failure("qwen2_tied", w, "gate 1 weights loadable    FAIL", "the download is incomplete");
+    cr_assert(strstr(out, "gen-model download"), "no way to fetch it again:\n%s", out);
+    cr_assert(!strstr(out, "HF names differ"), "%s", out);
+    free(out);
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate1_fails_on_a_shape_or_dtype_mismatch_as_the_config_extraction)
+{
+    char *work = tu_tmpdir();
+    char *w = broken_copy(work, "qwen3_tied", NULL, 0, -1);
+    /* one norm weight declared as another dtype of the same width */
+    edit_header(w, "\"model.norm.weight\":{\"dtype\":\"BF16\"", "\"model.norm.weight\":{\"dtype\":\"I16\"");
+    char *out = expect_failure("qwen3_tied", w, "gate 1 weights loadable    FAIL", "a dtype or shape mismatch");
+    cr_assert(strstr(out, "config extraction"), "%s", out);
+    free(out);
+    free(w);
+    w = broken_copy(work, "qwen3_tied", NULL, 0, -1);
+    /* a square projection's shape given as another of the same size */
+    char *hdr = NULL, cmd[9000];
+    snprintf(cmd, sizeof cmd, "python3 -c \"import json,struct,sys; f=open(sys.argv[1],'rb'); n=struct.unpack('<Q',"
+             "f.read(8))[0]; h=json.loads(f.read(n)); print(h['model.layers.0.self_attn.o_proj.weight']['shape'])\" "
+             "'%s/model.safetensors'", w);
+    cr_assert_eq(tu_run(cmd, &hdr, NULL), 0);
+    int r = 0, c = 0;
+    cr_assert_eq(sscanf(hdr, "[%d, %d]", &r, &c), 2, "%s", hdr);
+    free(hdr);
+    char from[256], to[256];
+    snprintf(from, sizeof from, "\"model.layers.0.self_attn.o_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[%d,%d]", r, c);
+    snprintf(to, sizeof to, "\"model.layers.0.self_attn.o_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[%d,%d]",
+             r * c / 2, 2);
+    edit_header(w, from, to);
+    out = expect_failure("qwen3_tied", w, "gate 1 weights loadable    FAIL", "a dtype or shape mismatch");
+    free(out);
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate2_fails_on_nan_weights_as_a_corrupt_download_naming_the_tensor)
 {
     char *work = tu_tmpdir();
     char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x7FC0, -1);
+    char *out = expect_failure("qwen3_tied", w, "gate 2 baseline runnable   FAIL",
+                               "NaN or Inf in the weights: a corrupt download");
+    cr_assert(strstr(out, "out_norm has"), "the tensor is not named:\n%s", out);
+    free(out);
+    free(w);
+    free(work);
+}
+
+Test(phase0, gate2_fails_on_non_finite_logits_from_finite_weights_as_a_dtype_problem)
+{
+    char *work = tu_tmpdir();
+    /* the largest finite bf16 in the final norm: every weight finite, the logits overflow */
+    char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x7F7F, -1);
     free(expect_failure("qwen3_tied", w, "gate 2 baseline runnable   FAIL",
-                        "a dtype problem in loading, or a corrupt download"));
+                        "a dtype problem in loading (every weight is finite)"));
     free(w);
     free(work);
 }
@@ -398,4 +492,44 @@ Test(phase0, decode_reports_hf_greedy_tokens_and_tokens_per_second)
     cJSON_Delete(j);
     free(out);
     free(toks);
+}
+
+Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry, .timeout = 120)
+{
+    const char *id = "qwen2_tied";
+    char *work = tu_tmpdir(), models[4400], src[4400], cmd[20000], path[4500];
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(src, sizeof src, "%s/%s", GM_GOLDEN_MODELS, id);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s' '%s/' && echo 'a note of ours' >> '%s/%s/TODO.md' && "
+             "echo 'a note of ours' >> '%s/%s/docs/development_progress/progress.md'",
+             models, src, models, models, id, models, id);
+    cr_assert_eq(system(cmd), 0);
+    char *toks = tokens_arg(id);
+    for (int round = 0; round < 5; round++) {
+        snprintf(cmd, sizeof cmd,
+                 "(cd '%s' && for i in 1 2 3; do ( '%s' %s --weights '%s/golden/%s' %s --models '%s' > p$i.out 2>&1; "
+                 "echo $? > p$i.rc ) & done; wait; cat p1.rc p2.rc p3.rc | tr -d '\\n')",
+                 work, GM_PHASE0, id, GM_SHARED_DIR, id, toks, models);
+        char *rcs = NULL;
+        cr_assert_eq(tu_run(cmd, &rcs, NULL), 0);
+        cr_assert_str_eq(rcs, "000", "round %d: exit statuses %s", round, rcs);
+        free(rcs);
+        snprintf(path, sizeof path, "%s/%s/docs/development_progress/progress.md", models, id);
+        char *progress = tu_read(path, NULL);
+        const char *first = strstr(progress, "## Phase 0: PASS");
+        cr_assert(first && !strstr(first + 1, "## Phase 0:"), "round %d: one Phase 0 entry expected:\n%s", round,
+                  progress);
+        cr_assert(strstr(progress, "a note of ours"), "round %d: progress.md lost what was there:\n%s", round, progress);
+        snprintf(path, sizeof path, "%s/%s/TODO.md", models, id);
+        char *todo = tu_read(path, NULL);
+        const char *tick = strstr(todo, "- [x] Phase 0:");
+        cr_assert(tick && !strstr(tick + 14, "Phase 0:") && strstr(todo, "a note of ours"),
+                  "round %d: TODO.md:\n%s", round, todo);
+        free(todo);
+        free(progress);
+    }
+    free(toks);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    cr_assert_eq(system(cmd), 0);
+    free(work);
 }

@@ -92,6 +92,45 @@ def main():
     for rank in range(10):
         put(root, "fuzz_npy", "rt%d" % rank, bytes([rank & 1, rank]) + bytes([2, 3, 1, 0, 4, 1, 1, 2, 1])[:rank] + bytes(range(64)))
 
+    hub_responses(root, shared)
+
+
+def hub_responses(root, shared):
+    """What the Hub answers, as raw responses: config.json with its commit,
+    a redirect to the CDN then the body, a ranged safetensors header, the
+    error answers the client tells apart."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    sha = "a" * 64
+    heads = sorted(glob.glob(os.path.join(shared, "hub", "*", "*", "*.head")))
+    head = header_bytes(heads[0])[:2048] if heads else struct.pack("<Q", 2) + b"{}"
+
+    def resp(status, reason, headers, body=b""):
+        lines = ["HTTP/1.1 %d %s" % (status, reason)] + ["%s: %s" % kv for kv in headers]
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+    seeds = {
+        "config": (0, resp(200, "OK", [("X-Repo-Commit", commit), ("ETag", '"4b1c3e"'),
+                                       ("Content-Length", "2")], b"{}")),
+        "redirect": (4, resp(302, "Found", [("Location", "https://cdn-lfs.hf.co/repos/x/y?X-Amz=1"),
+                                            ("X-Linked-Size", "1234"), ("X-Linked-Etag", '"%s"' % sha),
+                                            ("X-Repo-Commit", commit)]) +
+                     resp(200, "OK", [("Content-Length", "10")], b"0123456789")),
+        "relative": (0, resp(307, "Temporary Redirect", [("Location", "/api/resolve-cache/models/x/y/main/a")]) +
+                     resp(200, "OK", [], b"{}")),
+        "range": (3, resp(206, "Partial Content", [("Content-Range", "bytes 0-%d/999999" % (len(head) - 1))], head)),
+        "resume": (12, resp(206, "Partial Content", [("Content-Range", "bytes 10-19/20")], b"abcdefghij")),
+        "restart": (12, resp(200, "OK", [], b"abcdefghijklmnopqrst")),
+        "gated": (0, resp(401, "Unauthorized", [("X-Error-Code", "GatedRepo"),
+                                                ("X-Error-Message", "Access to model x/y is restricted.")])),
+        "entry": (0, resp(404, "Not Found", [("X-Error-Code", "EntryNotFound")])),
+        "revision": (0, resp(404, "Not Found", [("X-Error-Code", "RevisionNotFound")])),
+        "busy": (0, resp(429, "Too Many Requests", [("Retry-After", "3")])),
+        "continue": (0, resp(100, "Continue", []) + resp(200, "OK", [("X-Repo-Commit", commit)], b"{}")),
+    }
+    for name, (mode, data) in seeds.items():
+        for piece in (0, 7):
+            put(root, "fuzz_hub_response", "%s_%d" % (name, piece), bytes([mode, piece]) + data)
+
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,8 @@ secs=$1
 shift
 harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_st_header fuzz_st_index fuzz_config fuzz_generate
-                                          fuzz_tokenizer_json fuzz_tokenizer_codec fuzz_npy)
+                                          fuzz_tokenizer_json fuzz_tokenizer_codec fuzz_npy
+                                          fuzz_hub_response)
 build=${GM_FUZZ_BUILD:-build-fuzz}
 shared=${GM_SHARED_DIR:-../shared}
 corpus=${GM_FUZZ_CORPUS:-${TMPDIR:-/tmp}/gm-fuzz-corpus}

@@ -128,7 +128,7 @@ static void assert_same_tree(const char *a, const char *b)
     free(out);
 }
 
-TestSuite(hub, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(hub, .init = setup, .fini = teardown, .timeout = 180);
 
 /* ---------------------------------------------------------------------- */
 
@@ -592,7 +592,7 @@ static void assert_golden_files(const char *dir, const char *id)
     free(out);
 }
 
-Test(hub, many_downloads_and_scaffolds_of_one_model_into_one_cache_all_succeed, .timeout = 180)
+Test(hub, many_downloads_and_scaffolds_of_one_model_into_one_cache_all_succeed)
 {
     hub_start(NULL);
     char scaffold_args[8800];
@@ -627,7 +627,7 @@ Test(hub, many_downloads_and_scaffolds_of_one_model_into_one_cache_all_succeed, 
     }
 }
 
-Test(hub, many_scaffolds_into_one_folder_leave_the_one_complete_model, .timeout = 180)
+Test(hub, many_scaffolds_into_one_folder_leave_the_one_complete_model)
 {
     hub_start(NULL);
     char ref[4400], args[8800], *err = NULL;
@@ -741,7 +741,7 @@ static void kill_after(const char *args, long us)
     waitpid(pid, NULL, 0);
 }
 
-Test(hub, a_download_killed_at_random_points_is_completed_by_the_next_run, .timeout = 180)
+Test(hub, a_download_killed_at_random_points_is_completed_by_the_next_run)
 {
     const char *slow[] = {"--mode", "slow", "--slow", "0.05", NULL};
     hub_start(slow);
@@ -761,7 +761,7 @@ Test(hub, a_download_killed_at_random_points_is_completed_by_the_next_run, .time
     }
 }
 
-Test(hub, a_scaffold_killed_at_random_points_leaves_the_old_model_or_the_new_never_a_mixture, .timeout = 180)
+Test(hub, a_scaffold_killed_at_random_points_leaves_the_old_model_or_the_new_never_a_mixture)
 {
     const char *slow[] = {"--mode", "slow", "--slow", "0.05", NULL};
     hub_start(slow);

@@ -494,7 +494,7 @@ Test(phase0, decode_reports_hf_greedy_tokens_and_tokens_per_second)
     free(toks);
 }
 
-Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry, .timeout = 120)
+Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)
 {
     const char *id = "qwen2_tied";
     char *work = tu_tmpdir(), models[4400], src[4400], cmd[20000], path[4500];

@@ -31,6 +31,7 @@
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
 #include "record.h"
+#include "verify.h"
 
 extern const gm_embedded_file gm_prompts[]; /* prompts/base.txt, prompts/instruct.txt */
 
@@ -48,6 +49,8 @@ enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
 static const char usage[] =
     "usage: phase0 ID --weights DIR [--prompt TEXT | --tokens 1,2,3] [--instruct] [--json]\n"
     "              [--dump DIR] [--decode N] [--threads N] [--models DIR] [--no-record]\n"
+    "       phase0 capture ID --weights DIR --out REF ...   the reference bundle for verify\n"
+    "       phase0 verify REF CAND ...                      a candidate against it (Phases 2 and 3)\n"
     "\n"
     "Run Phase 0's three gates for model ID (a folder under models/) on its real weights:\n"
     "  1 weights loadable   every tensor of every layer loads with its shape\n"
@@ -137,6 +140,17 @@ static const char *canonical(const char *file, int skip, char *buf, size_t size)
     return NULL;
 }
 
+/* The whole text of a canonical prompt file: "base" or "instruct" (for phase0 capture). */
+static const char *prompt_file(const char *which)
+{
+    char name[64];
+    snprintf(name, sizeof name, "prompts/%s.txt", which);
+    for (const gm_embedded_file *f = gm_prompts; f->name; f++)
+        if (strcmp(f->name, name) == 0)
+            return f->data;
+    return NULL;
+}
+
 static int is_instruct(const char *repo)
 {
     static const char *const marks[] = {"instruct", "Instruct", "-it", "chat", "Chat"};
@@ -144,31 +158,6 @@ static int is_instruct(const char *repo)
         if (strstr(repo, marks[i]))
             return 1;
     return 0;
-}
-
-static int parse_tokens(const char *list, int32_t **out, int *n)
-{
-    int cap = 16, k = 0;
-    int32_t *ids = malloc(sizeof *ids * (size_t)cap);
-    for (const char *p = list; ids && *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ','))
-            break;
-        if (k == cap)
-            ids = realloc(ids, sizeof *ids * (size_t)(cap *= 2));
-        if (!ids)
-            break;
-        ids[k++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-        if (!*p) {
-            *out = ids;
-            *n = k;
-            return 0;
-        }
-    }
-    free(ids);
-    return -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -662,6 +651,15 @@ int main(int argc, char **argv)
         {"no-record", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
         {"decode", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
+    if (argc > 1 && (strcmp(argv[1], "capture") == 0 || strcmp(argv[1], "verify") == 0)) {
+        gm_status isa = {0};
+        if (gm_kernels_check(&isa)) {
+            fprintf(stderr, "phase0: %s\n", isa.msg);
+            return EXIT_USAGE;
+        }
+        return strcmp(argv[1], "capture") == 0 ? vf_capture_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file)
+                                               : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS);
+    }
     run r = {0};
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
     int json = 0, no_record = 0, instruct = 0, c;
@@ -676,7 +674,7 @@ int main(int argc, char **argv)
         case 'w': r.weights = optarg; break;
         case 'p': r.prompt = optarg; break;
         case 't':
-            if (parse_tokens(optarg, &r.tokens, &r.n_tokens)) {
+            if (vf_parse_ids(optarg, &r.tokens, &r.n_tokens)) {
                 fprintf(stderr, "phase0: --tokens: expected ids like 1,2,3, found '%s'\n", optarg);
                 return EXIT_USAGE;
             }

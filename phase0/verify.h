@@ -35,12 +35,12 @@ typedef struct vf_layer {
 
 /* One prompt's comparison. */
 typedef struct vf_prompt {
-    char name[64];             /* the bundle's folder for it: "p000" */
+    char name[64];             /* the bundle's folder for it: "p000"; unique within a report */
     char *text;                /* the prompt's text, NULL when given as ids */
     int n_tokens;              /* prompt tokens */
-    int n_steps;               /* steps the gate walked (at most VF_GATE_N_TOKENS and what both have) */
-    int32_t *ref_ids, *cand_ids; /* [n_steps] chosen tokens; cand_ids NULL when the candidate has none */
-    char *ref_text, *cand_text;  /* their decoded texts, NULL without a tokenizer */
+    int n_steps;               /* steps both runs hold, at most VF_GATE_N_TOKENS (the walk may stop sooner, at diverge) */
+    int32_t *ref_ids, *cand_ids; /* [n_steps] chosen tokens; both non-NULL when n_steps > 0, NULL when the candidate has no ids */
+    char *ref_text, *cand_text;  /* the generated continuations decoded (not the prompt), NULL without a tokenizer */
     int diverge;               /* first step where the chosen tokens differ, -1 when none */
     vf_verdict gate;           /* the top-k token-set gate */
     char gate_why[512];        /* one line: why OK, FAIL or not checked */
@@ -82,9 +82,22 @@ int vf_lens(const float *ref, const float *cand, int T, int H, vf_layer *l, gm_s
 /* The per-position cosine threshold of Phase 2 for head_dim: 0.99 up to 64, 0.98 up to 128, 0.97 beyond. */
 double vf_threshold(int head_dim);
 
+/* "1,2,3" as ids (malloc'd): 0, or -1 for anything else (a sign, a gap, a trailing comma). */
+int vf_parse_ids(const char *list, int32_t **out, int *n);
+
 /* The HTML page: self-contained, inline SVG, nothing fetched (verify_html.c). */
 int vf_write_html(const vf_report *r, const char *path, gm_status *st);
 
 void vf_report_free(vf_report *r);
+
+/*
+** The commands, from phase0's main: argv[0] is "capture" or "verify". models:
+** the model table the program links; prompts("base"|"instruct"): the text
+** of a canonical prompt file. Each returns the exit status.
+*/
+struct gm_model_entry;
+int vf_capture_main(int argc, char **argv, const struct gm_model_entry *const *models,
+                    const char *(*prompts)(const char *which));
+int vf_verify_main(int argc, char **argv, const struct gm_model_entry *const *models);
 
 #endif

@@ -1,0 +1,426 @@
+/*
+** phase0 capture and verify (docs/verify.md): the rules on small hand-checked
+** cases, one by one; then, on every golden model and the tiny
+** full-vocabulary one, the reference against itself, our f32 runner as a
+** candidate, and candidates perturbed from the reference (tests/verify_cases.py
+** makes them with numpy and computes, on its own, the verdict the rules give).
+*/
+#include <criterion/criterion.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gm/npy.h"
+#include "util.h"
+#include "verify.h"
+
+#define PY "/usr/bin/python3 " GM_SOURCE_DIR "/tests/verify_cases.py"
+
+/* ---------------------------------------------------------------------- */
+/* the rules, by hand */
+
+Test(verify_rules, top_k_orders_by_logit_then_the_smaller_id)
+{
+    const float lg[] = {1, 5, 3, 5, 2, NAN, 5, 0};
+    int32_t ids[5];
+    float v[5];
+    vf_top_k(lg, 8, 5, ids, v);
+    const int32_t want[] = {1, 3, 6, 2, 4}; /* three tied at 5: by id; a NaN is never among the best */
+    for (int i = 0; i < 5; i++)
+        cr_expect_eq(ids[i], want[i], "rank %d: %d", i, ids[i]);
+    cr_expect_eq(v[0], 5.0f);
+    cr_expect_eq(v[4], 2.0f);
+}
+
+Test(verify_rules, a_tie_at_the_top_k_boundary_keeps_the_smaller_id_in)
+{
+    /* ids 4 and 9 tie for 5th place: 4 is in the top-5, 9 is not */
+    float lg[12] = {9, 8, 7, 6, 5, 0, 0, 0, 0, 5, 0, 0};
+    int32_t top[5];
+    vf_top_k(lg, 12, 5, top, NULL);
+    cr_assert_eq(top[4], 4);
+    const int32_t ref_ids[] = {0}, cand_nine[] = {9}, cand_four[] = {4};
+    const int32_t cand_top[5] = {9, 0, 1, 2, 3};
+    int d;
+    char why[512];
+    cr_expect_eq(vf_token_gate(ref_ids, top, cand_nine, cand_top, 1, 5, 5, &d, why, sizeof why), VF_FAIL, "%s", why);
+    /* the rule asks nothing of the candidate's own choice in its own top-5 */
+    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+    const int32_t cand_top4[5] = {4, 0, 1, 2, 3};
+    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top4, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+}
+
+/* The gate, one rule at a time: 3 steps, top-5 rows. */
+typedef struct gate_case {
+    int32_t ref[3], cand[3];
+    int32_t ref_top[3][5], cand_top[3][5];
+    int cand_has_top;
+    vf_verdict want;
+    int diverge;
+} gate_case;
+
+static const gate_case gate_cases[] = {
+    /* the same tokens: OK, no divergence */
+    {{1, 2, 3}, {1, 2, 3}, {{1}, {2}, {3}}, {{1}, {2}, {3}}, 1, VF_OK, -1},
+    /* differ at step 1, each in the other's top-5: OK, and the walk stops there */
+    {{1, 2, 3}, {1, 7, 99}, {{1}, {2, 7, 0, 0, 0}, {3}}, {{1}, {7, 2, 0, 0, 0}, {99}}, 1, VF_OK, 1},
+    /* the candidate's token is not in the reference's top-5: FAIL */
+    {{1, 2, 3}, {1, 8, 3}, {{1}, {2, 7, 6, 5, 4}, {3}}, {{1}, {8, 2, 0, 0, 0}, {3}}, 1, VF_FAIL, 1},
+    /* the reference's token is not in the candidate's top-5: FAIL */
+    {{1, 2, 3}, {1, 7, 3}, {{1}, {2, 7, 0, 0, 0}, {3}}, {{1}, {7, 6, 5, 4, 9}, {3}}, 1, VF_FAIL, 1},
+    /* ids only, a divergence inside the reference's top-5: not checked */
+    {{1, 2, 3}, {1, 7, 3}, {{1}, {2, 7, 0, 0, 0}, {3}}, {{0}}, 0, VF_UNCHECKED, 1},
+    /* ids only, outside it: FAIL */
+    {{1, 2, 3}, {5, 2, 3}, {{1, 2, 3, 4, 6}, {2}, {3}}, {{0}}, 0, VF_FAIL, 0},
+    /* the 5th of the top-5 counts, a 6th would not */
+    {{1, 2, 3}, {11, 2, 3}, {{1, 2, 3, 4, 11}, {2}, {3}}, {{11, 6, 5, 4, 1}, {2}, {3}}, 1, VF_OK, 0},
+};
+
+Test(verify_rules, the_token_gate_case_by_case)
+{
+    for (size_t i = 0; i < sizeof gate_cases / sizeof gate_cases[0]; i++) {
+        const gate_case *c = &gate_cases[i];
+        int d = -2;
+        char why[512];
+        vf_verdict v = vf_token_gate(c->ref, &c->ref_top[0][0], c->cand, c->cand_has_top ? &c->cand_top[0][0] : NULL,
+                                     3, 5, 5, &d, why, sizeof why);
+        cr_expect_eq(v, c->want, "case %zu: %d, expected %d (%s)", i, v, c->want, why);
+        cr_expect_eq(d, c->diverge, "case %zu: divergence at %d, expected %d", i, d, c->diverge);
+        cr_expect(why[0] && !strchr(why, '\n'), "case %zu: one line", i);
+    }
+}
+
+Test(verify_rules, the_lens_by_hand)
+{
+    /* 3 positions of 2: equal, opposite, zero in the candidate */
+    const float ref[] = {1, 0, 0, 2, 3, 4}, cand[] = {1, 0, 0, -2, 0, 0};
+    vf_layer l;
+    gm_status st = {0};
+    cr_assert_eq(vf_lens(ref, cand, 3, 2, &l, &st), 0);
+    cr_expect_float_eq(l.pos_cos[0], 1.0, 1e-12);
+    cr_expect_float_eq(l.pos_cos[1], -1.0, 1e-12);
+    cr_expect_eq(l.pos_cos[2], 0.0, "a zero-norm row counts as 0");
+    cr_expect_float_eq(l.cos_min, -1.0, 1e-12);
+    cr_expect_float_eq(l.cos_median, 0.0, 1e-12);
+    cr_expect_float_eq(l.cos_mean, 0.0, 1e-12);
+    cr_expect_float_eq(l.cos_p5, -0.9, 1e-12); /* numpy: -1 + (0 - -1) * 0.05 * 2 */
+    cr_expect_float_eq(l.max_abs, 4.0, 1e-12);
+    cr_expect_float_eq(l.mean_abs, (0 + 0 + 0 + 4 + 3 + 4) / 6.0, 1e-12);
+    /* relative error: |d| / max(|ref|, 1e-6); ref 0 and cand 0 gives 0 */
+    cr_expect_float_eq(l.max_rel, 2.0, 1e-12);
+    cr_expect_float_eq(l.cos_whole, (1 - 4.0) / (sqrt(30.0) * sqrt(5.0)), 1e-12);
+    cr_expect_eq(l.nan, 0);
+    free(l.pos_cos);
+    const float with_nan[] = {1, 0, NAN, 2, 3, 4};
+    cr_assert_eq(vf_lens(ref, with_nan, 3, 2, &l, &st), 0);
+    cr_expect_eq(l.nan, 1);
+    free(l.pos_cos);
+}
+
+Test(verify_rules, the_block_threshold_follows_head_dim)
+{
+    cr_expect_eq(vf_threshold(16), 0.99);
+    cr_expect_eq(vf_threshold(64), 0.99);
+    cr_expect_eq(vf_threshold(128), 0.98);
+    cr_expect_eq(vf_threshold(256), 0.97);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the commands on real models */
+
+static const char *const goldens[] = {"llama3_tied", "llama_f32_checkpoint", "llama_untied", "llama_untied_sharded",
+                                      "mistral_untied", "qwen2_tied", "qwen3_tied"};
+
+static char *work;
+
+static void setup(void) { work = tu_tmpdir(); }
+
+static void teardown(void)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", work);
+    free(work);
+}
+
+TestSuite(verify, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The seq24 prompt of a golden as "1,2,3". */
+static char *golden_tokens(const char *id)
+{
+    char path[4096];
+    gm_npy t;
+    gm_status st = {0};
+    snprintf(path, sizeof path, "%s/golden/%s/golden/seq24/tokens.npy", GM_SHARED_DIR, id);
+    cr_assert_eq(gm_npy_read(path, &t, &st), 0, "%s", st.msg);
+    char *s = calloc(1, 16 * t.count + 16);
+    for (size_t i = 0; i < t.count; i++)
+        sprintf(s + strlen(s), "%s%d", i ? "," : "", ((int32_t *)t.data)[i]);
+    gm_npy_free(&t);
+    return s;
+}
+
+/* phase0 capture of a golden into work/<out>; extra options appended. */
+static char *capture(const char *id, const char *out, const char *extra)
+{
+    char *toks = golden_tokens(id), cmd[16384], *err = NULL, *dir = malloc(4400);
+    snprintf(dir, 4400, "%s/%s", work, out);
+    snprintf(cmd, sizeof cmd, "'%s' capture %s --weights '%s/golden/%s' --tokens %s --out '%s' %s", GM_PHASE0, id,
+             GM_SHARED_DIR, id, toks, dir, extra ? extra : "");
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s: %s", id, err);
+    free(err);
+    free(toks);
+    return dir;
+}
+
+/* phase0 verify REF CAND --json: the exit status, the report parsed. */
+static int verify_json(const char *ref, const char *cand, cJSON **report, char **err)
+{
+    char cmd[16384], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json", GM_PHASE0, ref, cand);
+    int rc = tu_run(cmd, &out, err);
+    *report = cJSON_Parse(out);
+    free(out);
+    return rc;
+}
+
+static const cJSON *prompt0(const cJSON *report)
+{
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(report, "prompts"), 0);
+}
+
+static const char *str_at(const cJSON *o, const char *a, const char *b)
+{
+    const cJSON *x = cJSON_GetObjectItem(o, a);
+    x = b ? cJSON_GetObjectItem(x, b) : x;
+    return cJSON_IsString(x) ? x->valuestring : "(absent)";
+}
+
+Test(verify, the_reference_passes_against_itself_on_every_golden)
+{
+    for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
+        char *ref = capture(goldens[i], goldens[i], NULL), *err = NULL;
+        cJSON *r;
+        int rc = verify_json(ref, ref, &r, &err);
+        cr_assert_eq(rc, 0, "%s: exit %d: %s", goldens[i], rc, err);
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(r, "pass")), "%s", goldens[i]);
+        const cJSON *p = prompt0(r);
+        cr_expect_str_eq(str_at(p, "token_gate", "verdict"), "OK");
+        cr_expect_str_eq(str_at(p, "block_gate", "verdict"), "OK");
+        const cJSON *lens = cJSON_GetObjectItem(p, "lens");
+        cr_assert(cJSON_GetArraySize(lens) >= 3, "%s: every layer and the final norm", goldens[i]);
+        const cJSON *l;
+        cJSON_ArrayForEach(l, lens) cr_expect_eq(cJSON_GetObjectItem(l, "cos_min")->valuedouble, 1.0, "%s", goldens[i]);
+        cJSON_Delete(r);
+        free(err);
+        free(ref);
+    }
+}
+
+Test(verify, the_reference_computed_on_the_fly_needs_only_the_candidate)
+{
+    char *ref = capture("qwen3_tied", "ref", NULL), cmd[16384], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen3_tied' '%s'", GM_PHASE0, GM_SHARED_DIR, ref);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert(strstr(out, "verify: PASS"), "%s", out);
+    free(out);
+    free(err);
+    free(ref);
+}
+
+Test(verify, the_tiny_full_vocabulary_model_with_its_canonical_prompts)
+{
+    char cmd[16384], *out = NULL, *err = NULL, ref[4400], html[4400];
+    snprintf(ref, sizeof ref, "%s/tiny", work);
+    snprintf(html, sizeof html, "%s/report.html", work);
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts base --max-prompts 3 --out '%s'",
+             GM_PHASE0_TINY, GM_TINY_DIR, ref);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --tokenizer '%s/tokenizer.json' --html '%s'", GM_PHASE0_TINY, ref,
+             ref, GM_TINY_DIR, html);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert(strstr(out, "The capital of France is"), "the prompt's text is reported:\n%s", out);
+    cr_assert(strstr(out, "verify: PASS"), "%s", out);
+    char *page = tu_read(html, NULL);
+    cr_assert_not_null(page);
+    cr_expect(!strstr(page, "http://") && !strstr(page, "https://") && !strstr(page, "src="), "nothing fetched");
+    cr_expect(strstr(page, "<p class=\"overall\"><span class=\"verdict ok\""), "the overall verdict");
+    int sections = 0, plots = 0;
+    for (const char *q = page; (q = strstr(q, "<section class=\"prompt\"")); q++)
+        sections++;
+    for (const char *q = page; (q = strstr(q, "<svg class=\"cosine-plot\"")); q++)
+        plots++;
+    cr_expect_eq(sections, 3, "one section a prompt");
+    cr_expect_eq(plots, 3, "one cosine plot a prompt");
+    cr_expect(strstr(page, "The capital of France is"), "the prompt's text");
+    cr_expect(strstr(page, "<div class=\"run ref\">") && strstr(page, "<pre class=\"text\">"),
+              "the generated texts side by side");
+    cr_expect(strstr(out, "reference: ") && strstr(out, "candidate: "), "the texts on the terminal:\n%s", out);
+    free(page);
+    free(out);
+    free(err);
+}
+
+Test(verify, our_f32_runner_as_a_candidate_passes_with_cosines_near_one)
+{
+    char *ref = capture("llama_untied", "ref", NULL), *cand = capture("llama_untied", "f32", "--f32"), *err = NULL;
+    cJSON *r;
+    int rc = verify_json(ref, cand, &r, &err);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err);
+    const cJSON *l;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItem(prompt0(r), "lens")) {
+        const double c = cJSON_GetObjectItem(l, "cos_min")->valuedouble;
+        cr_expect(c > 0.999 && c < 1.0, "%s: per-position minimum cosine %.8f", str_at(l, "name", NULL), c);
+    }
+    cJSON_Delete(r);
+    free(err);
+    free(ref);
+    free(cand);
+}
+
+/* verify's JSON against the verdict and lens verify_cases.py computes on its own. */
+static void assert_as_the_rules_say(const char *ref, const char *cand, const char *label)
+{
+    char cmd[16384], *want_text = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, PY " expect '%s' '%s'", ref, cand);
+    cr_assert_eq(tu_run(cmd, &want_text, &err), 0, "%s: %s", label, err);
+    free(err);
+    cJSON *want = cJSON_Parse(want_text), *got;
+    int rc = verify_json(ref, cand, &got, &err);
+    const int pass = cJSON_IsTrue(cJSON_GetObjectItem(want, "pass"));
+    cr_assert_eq(rc, pass ? 0 : 1, "%s: exit %d, the rules say %s: %s", label, rc, pass ? "pass" : "fail", err);
+    const cJSON *wp = prompt0(want), *gp = prompt0(got);
+    cr_expect_str_eq(str_at(gp, "token_gate", "verdict"), str_at(wp, "token_gate", NULL), "%s: token gate", label);
+    const cJSON *wd = cJSON_GetObjectItem(wp, "diverge"), *gd = cJSON_GetObjectItem(cJSON_GetObjectItem(gp, "token_gate"), "diverge");
+    cr_expect_eq(cJSON_IsNull(wd) ? -1 : wd->valueint, cJSON_IsNull(gd) ? -1 : gd->valueint, "%s: divergence", label);
+    const cJSON *wl = cJSON_GetObjectItem(wp, "lens"), *gl = cJSON_GetObjectItem(gp, "lens");
+    if (wl) {
+        cr_expect_str_eq(str_at(gp, "block_gate", "verdict"), str_at(wp, "block_gate", NULL), "%s: block gate", label);
+        cr_assert_eq(cJSON_GetArraySize(gl), cJSON_GetArraySize(wl), "%s", label);
+        for (int i = 0; i < cJSON_GetArraySize(wl); i++) {
+            const char *keys[] = {"cos", "cos_min", "cos_p5", "cos_median", "cos_mean", "max_abs"};
+            for (size_t k = 0; k < 6; k++) {
+                const double a = cJSON_GetObjectItem(cJSON_GetArrayItem(gl, i), keys[k])->valuedouble,
+                             b = cJSON_GetObjectItem(cJSON_GetArrayItem(wl, i), keys[k])->valuedouble;
+                cr_expect(fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b)), "%s: row %d %s: %.12g, numpy %.12g", label, i,
+                          keys[k], a, b);
+            }
+        }
+        const cJSON *wf = cJSON_GetObjectItem(wp, "first_below_threshold");
+        const char *gf = str_at(gp, "first_below_threshold", NULL);
+        if (cJSON_IsNull(wf))
+            cr_expect_str_eq(gf, "(absent)", "%s: no row below the threshold", label);
+        else
+            cr_expect_str_eq(gf, str_at(cJSON_GetArrayItem(gl, wf->valueint), "name", NULL), "%s: first row below",
+                             label);
+    }
+    cJSON_Delete(want);
+    cJSON_Delete(got);
+    free(want_text);
+    free(err);
+}
+
+static char *perturbed(const char *ref, const char *name, const char *mode, const char *arg)
+{
+    char cmd[16384], *dir = malloc(4400), *err = NULL;
+    snprintf(dir, 4400, "%s/%s", work, name);
+    snprintf(cmd, sizeof cmd, PY " make '%s' '%s' %s %s", ref, dir, mode, arg ? arg : "");
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    return dir;
+}
+
+Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL);
+    static const struct { const char *name, *mode, *arg; int pass; } cases[] = {
+        {"swap", "swap", "0,1", 0},          {"noise-small", "noise", "0.0001", 1}, {"noise-mid", "noise", "0.05", -1},
+        {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
+        {"ids-only", "ids-only", NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *cand = perturbed(ref, cases[i].name, cases[i].mode, cases[i].arg);
+        assert_as_the_rules_say(ref, cand, cases[i].name);
+        if (cases[i].pass >= 0) { /* and the verdict a person expects of it */
+            char cmd[16384], *out = NULL;
+            snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+            cr_expect_eq(tu_run(cmd, &out, NULL), cases[i].pass ? 0 : 1, "%s:\n%s", cases[i].name, out);
+            free(out);
+        }
+        free(cand);
+    }
+    free(ref);
+}
+
+Test(verify, a_wrong_rope_theta_fails_at_layer_0)
+{
+    char *ref = capture("qwen3_tied", "ref", NULL), *cand = capture("qwen3_tied", "rope", "--rope-theta 10"), *err = NULL;
+    assert_as_the_rules_say(ref, cand, "rope_theta 10");
+    cJSON *r;
+    cr_assert_eq(verify_json(ref, cand, &r, &err), 1, "%s", err);
+    cr_expect_str_eq(str_at(prompt0(r), "block_gate", "verdict"), "FAIL");
+    cr_expect_str_eq(str_at(prompt0(r), "first_below_threshold", NULL), "layer 0");
+    cJSON_Delete(r);
+    free(err);
+    free(ref);
+    free(cand);
+}
+
+Test(verify, a_partial_candidate_says_what_was_not_checked)
+{
+    char *ref = capture("llama3_tied", "ref", NULL), *cand = perturbed(ref, "ids", "ids-only", NULL), cmd[16384];
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
+    cr_assert(strstr(out, "not checked: the lens and the Phase 2 block gate (no layers.npy)"), "%s", out);
+    cr_assert(strstr(out, "checked: the token gate (ids only)"), "%s", out);
+    free(out);
+    free(ref);
+    free(cand);
+}
+
+/* Bad input: one line naming the file and the field, exit 2. */
+Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), *other = capture("qwen3_tied", "other", NULL);
+    struct { const char *edit, *want; } cases[] = {
+        {"python3 -c \"import numpy as np,sys; d=sys.argv[1]+'/p000/'; x=np.load(d+'layers.npy'); "
+         "np.save(d+'layers.npy', x[:, :-1])\" \"$1\"", "p000/layers.npy: shape: expected"},
+        {"python3 -c \"import numpy as np,sys; d=sys.argv[1]+'/p000/'; x=np.load(d+'ids.npy'); "
+         "np.save(d+'ids.npy', x.astype(np.float32))\" \"$1\"", "p000/ids.npy: dtype: expected <i4, found <f4"},
+        {"sed -i 's/\"tokenizer\":[[:space:]]*\"[^\"]*\"/\"tokenizer\": \"fnv1a64:0000000000000000\"/' \"$1/manifest.json\"",
+         "manifest.json: tokenizer: expected"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32], cmd[16384], *err = NULL, *cand;
+        snprintf(name, sizeof name, "bad%zu", i);
+        cand = perturbed(ref, name, "noise", "0");
+        /* each edit is a small script, given the candidate's folder as $1 */
+        char script[4500];
+        snprintf(script, sizeof script, "%s/edit.sh", work);
+        tu_write(script, cases[i].edit, strlen(cases[i].edit));
+        snprintf(cmd, sizeof cmd, "PATH=/usr/bin:$PATH sh '%s' '%s'", script, cand);
+        cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+        free(err);
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, cand, &r, &err), 2, "case %zu", i);
+        cr_expect(strstr(err, cases[i].want) && tu_lines(err) == 1, "case %zu: %s", i, err);
+        cJSON_Delete(r);
+        free(err);
+        free(cand);
+    }
+    /* a candidate of another model */
+    cJSON *r;
+    char *err = NULL;
+    cr_expect_eq(verify_json(ref, other, &r, &err), 2);
+    cr_expect(strstr(err, "manifest.json: model: expected \"qwen2_tied\""), "%s", err);
+    cJSON_Delete(r);
+    free(err);
+    free(ref);
+    free(other);
+}

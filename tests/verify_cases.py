@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""Candidates for phase0 verify, made from a reference bundle with numpy, and
+the verdict verify's rules give them, computed here independently of the C
+code (docs/verify.md).
+
+  verify_cases.py make REF OUT MODE [ARG]   OUT: a copy of REF, perturbed
+      swap A,B        layers A and B exchanged
+      noise S         Gaussian noise of S times each layer's std on layers and final_norm
+      inside STEP     at STEP the candidate picks the reference's 2nd token; its top-5 holds the 1st
+      outside STEP    at STEP the candidate picks the reference's 8th token
+      ids-only        only tokens.npy and ids.npy
+  verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+
+GATE_N, GATE_K = 32, 5
+
+
+def prompts(d):
+    return [p["name"] for p in json.load(open(os.path.join(d, "manifest.json")))["prompts"]]
+
+
+def make(ref, out, mode, arg):
+    shutil.copytree(ref, out)
+    rng = np.random.default_rng(1234)
+    for name in prompts(out):
+        d = os.path.join(out, name)
+        if mode == "swap":
+            a, b = map(int, arg.split(","))
+            x = np.load(os.path.join(d, "layers.npy"))
+            x[[a, b]] = x[[b, a]]
+            np.save(os.path.join(d, "layers.npy"), x)
+        elif mode == "noise":
+            for f in ("layers.npy", "final_norm.npy"):
+                x = np.load(os.path.join(d, f)).astype(np.float64)
+                axes = tuple(range(1, x.ndim)) if f == "layers.npy" else None
+                std = x.std(axis=axes, keepdims=True)
+                x = x + rng.standard_normal(x.shape) * std * float(arg)
+                np.save(os.path.join(d, f), x.astype(np.float32))
+        elif mode in ("inside", "outside"):
+            step = int(arg)
+            ids, top = np.load(os.path.join(d, "ids.npy")), np.load(os.path.join(d, "topk_ids.npy"))
+            pick = top[step, 1] if mode == "inside" else top[step, 7]
+            ids[step] = pick
+            row = top[step].copy()
+            if mode == "inside":  # the candidate's own top-k: its pick first, the reference's second
+                row[0], row[1] = top[step, 1], top[step, 0]
+            else:  # its pick first, then the reference's others but its own choice, and an id of neither
+                rest = [x for x in top[step] if x != pick and x != top[step, 0]]
+                pad = next(i for i in range(len(rest) + 3) if i not in top[step])
+                row = np.array([pick] + rest + [pad], dtype=top.dtype)[: top.shape[1]]
+            top[step] = row
+            np.save(os.path.join(d, "ids.npy"), ids)
+            np.save(os.path.join(d, "topk_ids.npy"), top)
+        elif mode == "ids-only":
+            for f in os.listdir(d):
+                if f not in ("tokens.npy", "ids.npy"):
+                    os.remove(os.path.join(d, f))
+        else:
+            sys.exit("unknown mode " + mode)
+
+
+def cosines(r, c):
+    r, c = r.astype(np.float64), c.astype(np.float64)
+    num = (r * c).sum(axis=-1)
+    den = np.sqrt((r * r).sum(axis=-1) * (c * c).sum(axis=-1))
+    return np.where(den > 0, num / np.where(den > 0, den, 1), 0.0)
+
+
+def whole(r, c):
+    r, c = r.astype(np.float64).ravel(), c.astype(np.float64).ravel()
+    den = np.sqrt((r * r).sum() * (c * c).sum())
+    return float((r * c).sum() / den) if den > 0 else 0.0
+
+
+def expect(ref, cand):
+    man = json.load(open(os.path.join(ref, "manifest.json")))
+    hd = man["head_dim"]
+    thr = 0.99 if hd <= 64 else 0.98 if hd <= 128 else 0.97
+    out = {"prompts": []}
+    fail = False
+    for name in prompts(ref):
+        R, C = os.path.join(ref, name), os.path.join(cand, name)
+        p = {"name": name}
+        rids, ctop_path = np.load(os.path.join(R, "ids.npy")), os.path.join(C, "topk_ids.npy")
+        cids = np.load(os.path.join(C, "ids.npy"))
+        rtop = np.load(os.path.join(R, "topk_ids.npy"))[:, :GATE_K]
+        ctop = np.load(ctop_path)[:, :GATE_K] if os.path.exists(ctop_path) else None
+        n = min(len(rids), len(cids), GATE_N)
+        verdict, diverge = "OK", None
+        for s in range(n):
+            if rids[s] != cids[s]:
+                diverge = s
+                if cids[s] not in rtop[s]:
+                    verdict = "FAIL"
+                elif ctop is None:
+                    verdict = "not checked"
+                elif rids[s] not in ctop[s]:
+                    verdict = "FAIL"
+                break
+        p["token_gate"], p["diverge"] = verdict, diverge
+        fail |= verdict == "FAIL"
+        lpath = os.path.join(C, "layers.npy")
+        if os.path.exists(lpath):
+            rl, cl = np.load(os.path.join(R, "layers.npy")), np.load(lpath)
+            rows = [(rl[i], cl[i]) for i in range(len(rl))]
+            if os.path.exists(os.path.join(C, "final_norm.npy")):
+                rows.append((np.load(os.path.join(R, "final_norm.npy")), np.load(os.path.join(C, "final_norm.npy"))))
+            lens = []
+            for r, c in rows:
+                pc = cosines(r, c)
+                lens.append({"cos": whole(r, c), "cos_min": float(pc.min()), "cos_p5": float(np.percentile(pc, 5)),
+                             "cos_median": float(np.median(pc)), "cos_mean": float(pc.mean()),
+                             "max_abs": float(np.abs(c.astype(np.float64) - r).max())})
+            p["lens"] = lens
+            low = [i for i, x in enumerate(lens) if x["cos_min"] < thr]
+            p["first_below_threshold"] = low[0] if low else None
+            b = lens[0]
+            p["block_gate"] = "OK" if b["cos"] >= 0.99 and b["cos_min"] >= thr else "FAIL"
+            fail |= p["block_gate"] == "FAIL"
+        out["prompts"].append(p)
+    out["pass"] = not fail
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+    else:
+        expect(sys.argv[2], sys.argv[3])

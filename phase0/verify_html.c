@@ -338,7 +338,10 @@ static void put_block(FILE *out, const vf_prompt *p)
     fputs("</span></p>\n<p class=\"checked\"><b>checked:</b> ", out);
     put_field(out, p->checked);
     fputs("</p>\n<p class=\"not-checked\"><b>not checked:</b> ", out);
-    put_field(out, p->unchecked[0] ? p->unchecked : "nothing: the candidate held every file");
+    if (p->unchecked[0])
+        put_field(out, p->unchecked);
+    else
+        fputs("nothing: the candidate held every file", out);
     fputs("</p>\n", out);
 }
 

@@ -559,6 +559,48 @@ static void add_note(char *buf, size_t size, const char *what)
     snprintf(buf + k, size - k, "%s%s", k ? "; " : "", what);
 }
 
+/*
+** The first VF_GATE_K ids of each of `steps` rows of top [rows][width] (a
+** malloc'd [steps][VF_GATE_K]). When topk_logits.npy is beside it, each row
+** is first put in the rule's order (logit descending, the smaller id first on
+** ties), whatever order the file has: a tie at the boundary decides by id.
+*/
+static int32_t *gate_rows(const char *dir, const char *name, const int32_t *top, const int64_t *shape, int steps,
+                          gm_status *st)
+{
+    int64_t lsh[2] = {shape[0], shape[1]};
+    float *lg = load(dir, name, "topk_logits.npy", GM_NPY_F4, 2, lsh, st);
+    if (st->code)
+        return NULL;
+    int32_t *rows = malloc(sizeof *rows * (size_t)(steps ? steps : 1) * VF_GATE_K);
+    const int w = (int)shape[1];
+    int32_t *ids = malloc(sizeof *ids * (size_t)w);
+    float *v = malloc(sizeof *v * (size_t)w);
+    if (!rows || !ids || !v) {
+        free(rows);
+        rows = NULL;
+        gm_fail(st, GM_ENOMEM, "out of memory");
+    }
+    for (int s = 0; rows && s < steps; s++) {
+        memcpy(ids, top + (size_t)s * w, sizeof *ids * (size_t)w);
+        if (lg) {
+            memcpy(v, lg + (size_t)s * w, sizeof *v * (size_t)w);
+            for (int i = 1; i < w; i++) /* insertion sort: rows are short */
+                for (int j = i; j > 0 && ahead(v[j], ids[j], v[j - 1], ids[j - 1]); j--) {
+                    const float tv = v[j];
+                    const int32_t ti = ids[j];
+                    v[j] = v[j - 1], ids[j] = ids[j - 1];
+                    v[j - 1] = tv, ids[j - 1] = ti;
+                }
+        }
+        memcpy(rows + (size_t)s * VF_GATE_K, ids, sizeof *rows * VF_GATE_K);
+    }
+    free(ids);
+    free(v);
+    free(lg);
+    return rows;
+}
+
 /* One prompt: what both bundles hold for it, compared. */
 static int verify_prompt(const char *ref, const char *cand, const manifest *rm, int i, const gm_tokenizer *tok,
                          vf_prompt *p, gm_status *st)
@@ -601,16 +643,24 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
     int64_t cish[1] = {-1};
     if (!(cids = load(cand, name, "ids.npy", GM_NPY_I4, 1, cish, st)) && st->code)
         goto out;
+    ctop_sh[0] = cids ? cish[0] : -1;
+    ctop_sh[1] = -1;
+    if (!(ctop = load(cand, name, "topk_ids.npy", GM_NPY_I4, 2, ctop_sh, st)) && st->code)
+        goto out;
+    if (ctop && ctop_sh[1] < VF_GATE_K) {
+        gm_fail(st, GM_EFORMAT, "%s/%s/topk_ids.npy: shape: expected at least %d ids a step, found %lld", cand, name,
+                VF_GATE_K, (long long)ctop_sh[1]);
+        goto out;
+    }
+    int from_top = 0;
+    if (!cids && ctop) { /* a top-k only candidate: its choice is each row's first */
+        cish[0] = ctop_sh[0];
+        cids = malloc(sizeof *cids * (size_t)(cish[0] ? cish[0] : 1));
+        for (int64_t s = 0; s < cish[0]; s++)
+            cids[s] = ctop[s * ctop_sh[1]];
+        from_top = 1;
+    }
     if (cids) {
-        ctop_sh[0] = cish[0];
-        ctop_sh[1] = -1;
-        if (!(ctop = load(cand, name, "topk_ids.npy", GM_NPY_I4, 2, ctop_sh, st)) && st->code)
-            goto out;
-        if (ctop && ctop_sh[1] < VF_GATE_K) {
-            gm_fail(st, GM_EFORMAT, "%s/%s/topk_ids.npy: shape: expected at least %d ids a step, found %lld", cand,
-                    name, VF_GATE_K, (long long)ctop_sh[1]);
-            goto out;
-        }
         int steps = (int)(cish[0] < ish[0] ? cish[0] : ish[0]);
         steps = steps < VF_GATE_N_TOKENS ? steps : VF_GATE_N_TOKENS;
         p->n_steps = steps;
@@ -618,16 +668,14 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
         p->cand_ids = malloc(sizeof *p->cand_ids * (size_t)(steps ? steps : 1));
         memcpy(p->ref_ids, rids, sizeof *rids * (size_t)steps);
         memcpy(p->cand_ids, cids, sizeof *cids * (size_t)steps);
-        /* the candidate's rows compared at the gate's width */
-        int32_t *crow = NULL;
-        if (ctop) {
-            crow = malloc(sizeof *crow * (size_t)(steps ? steps : 1) * VF_GATE_K);
-            for (int s = 0; s < steps; s++)
-                memcpy(crow + (size_t)s * VF_GATE_K, ctop + (size_t)s * ctop_sh[1], sizeof *crow * VF_GATE_K);
+        /* each side's rows at the gate's width, in the rule's order when its logits are there */
+        int32_t *crow = NULL, *rrow = NULL;
+        if (ctop && !(crow = gate_rows(cand, name, ctop, ctop_sh, steps, st)))
+            goto out;
+        if (!(rrow = gate_rows(ref, name, rtop, top_sh, steps, st))) {
+            free(crow);
+            goto out;
         }
-        int32_t *rrow = malloc(sizeof *rrow * (size_t)(steps ? steps : 1) * VF_GATE_K);
-        for (int s = 0; s < steps; s++)
-            memcpy(rrow + (size_t)s * VF_GATE_K, rtop + (size_t)s * top_sh[1], sizeof *rrow * VF_GATE_K);
         p->gate = vf_token_gate(p->ref_ids, rrow, p->cand_ids, crow, steps, VF_GATE_K, VF_GATE_K, &p->diverge,
                                 p->gate_why, sizeof p->gate_why);
         free(crow);
@@ -637,14 +685,15 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
             snprintf(more, sizeof more, " (%d of the gate's %d steps: what both bundles hold)", steps, VF_GATE_N_TOKENS);
             add_note(p->gate_why, sizeof p->gate_why, more + 1);
         }
-        snprintf(label, sizeof label, "the token gate (%s)", ctop ? "ids, top-k" : "ids only");
+        snprintf(label, sizeof label, "the token gate (%s)",
+                 from_top ? "top-k only: each step's first id as its choice" : ctop ? "ids, top-k" : "ids only");
         add_note(p->checked, sizeof p->checked, label);
         p->ref_text = decode_text(tok, p->ref_ids, steps);
         p->cand_text = decode_text(tok, p->cand_ids, steps);
     } else {
         p->gate = VF_UNCHECKED;
-        snprintf(p->gate_why, sizeof p->gate_why, "not checked: the candidate has no ids.npy");
-        add_note(p->unchecked, sizeof p->unchecked, "the token gate (no ids.npy)");
+        snprintf(p->gate_why, sizeof p->gate_why, "not checked: the candidate has neither ids.npy nor topk_ids.npy");
+        add_note(p->unchecked, sizeof p->unchecked, "the token gate (no ids.npy, no topk_ids.npy)");
     }
     /* the lens and the block gate */
     const int64_t T = tsh[0], L = rm->n_layers, H = rm->emb;

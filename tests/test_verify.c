@@ -341,7 +341,8 @@ Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
     static const struct { const char *name, *mode, *arg; int pass; } cases[] = {
         {"swap", "swap", "0,1", 0},          {"noise-small", "noise", "0.0001", 1}, {"noise-mid", "noise", "0.05", -1},
         {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
-        {"ids-only", "ids-only", NULL, 1},
+        {"ids-only", "ids-only", NULL, 1},   {"topk-only", "topk-only", NULL, 1},  {"tie-in", "tie-in", "2", 1},
+        {"tie-out", "tie-out", "2", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *cand = perturbed(ref, cases[i].name, cases[i].mode, cases[i].arg);

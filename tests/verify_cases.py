@@ -57,12 +57,46 @@ def make(ref, out, mode, arg):
             top[step] = row
             np.save(os.path.join(d, "ids.npy"), ids)
             np.save(os.path.join(d, "topk_ids.npy"), top)
+        elif mode in ("tie-in", "tie-out"):
+            # at STEP the candidate picks the reference's 2nd token; in its own top-k the reference's
+            # choice ties for 5th place with another id, listed before it in the file: the rule's
+            # order (the smaller id first) puts the reference's choice in (tie-in) or out (tie-out)
+            step = int(arg)
+            ids, top = np.load(os.path.join(d, "ids.npy")), np.load(os.path.join(d, "topk_ids.npy"))
+            pick, ref_choice = top[step, 1], top[step, 0]
+            other = ref_choice + 1 if mode == "tie-in" else ref_choice - 1
+            used = {int(pick), int(ref_choice), int(other)}
+            fill = [i for i in range(1, 10 ** 6) if i not in used][: top.shape[1] - 3]
+            row = [pick] + fill[:3] + [ref_choice, other] + fill[3:]
+            lg = [10.0, 9.0, 8.0, 7.0, 5.0, 5.0] + [0.0] * (top.shape[1] - 6)
+            ids[step] = pick
+            top[step] = np.array(row[: top.shape[1]], dtype=top.dtype)
+            logits = np.load(os.path.join(d, "topk_logits.npy"))
+            logits[step] = np.array(lg, dtype=np.float32)
+            np.save(os.path.join(d, "ids.npy"), ids)
+            np.save(os.path.join(d, "topk_ids.npy"), top)
+            np.save(os.path.join(d, "topk_logits.npy"), logits)
+        elif mode == "topk-only":
+            os.remove(os.path.join(d, "ids.npy"))
         elif mode == "ids-only":
             for f in os.listdir(d):
                 if f not in ("tokens.npy", "ids.npy"):
                     os.remove(os.path.join(d, f))
         else:
             sys.exit("unknown mode " + mode)
+
+
+def gate_rows(d):
+    """Each step's top-5, in the rule's order (logit descending, the smaller id first) when logits are there."""
+    path = os.path.join(d, "topk_ids.npy")
+    if not os.path.exists(path):
+        return None
+    top = np.load(path)
+    lpath = os.path.join(d, "topk_logits.npy")
+    if os.path.exists(lpath):
+        lg = np.load(lpath)
+        top = np.array([[i for _, i in sorted(zip(-lg[s].astype(np.float64), top[s]))] for s in range(len(top))])
+    return top[:, :GATE_K]
 
 
 def cosines(r, c):
@@ -87,10 +121,10 @@ def expect(ref, cand):
     for name in prompts(ref):
         R, C = os.path.join(ref, name), os.path.join(cand, name)
         p = {"name": name}
-        rids, ctop_path = np.load(os.path.join(R, "ids.npy")), os.path.join(C, "topk_ids.npy")
-        cids = np.load(os.path.join(C, "ids.npy"))
-        rtop = np.load(os.path.join(R, "topk_ids.npy"))[:, :GATE_K]
-        ctop = np.load(ctop_path)[:, :GATE_K] if os.path.exists(ctop_path) else None
+        rids = np.load(os.path.join(R, "ids.npy"))
+        rtop, ctop = gate_rows(R), gate_rows(C)
+        cpath = os.path.join(C, "ids.npy")
+        cids = np.load(cpath) if os.path.exists(cpath) else np.load(os.path.join(C, "topk_ids.npy"))[:, 0]
         n = min(len(rids), len(cids), GATE_N)
         verdict, diverge = "OK", None
         for s in range(n):

@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <sys/stat.h>
 
+#include "gm/cli.h"
+#include "gm/kernels.h"
 #include "gm/status.h"
 #include "hub.h"
 #include "lua_host.h"
@@ -57,6 +59,7 @@ static const char usage[] =
     "      --templates DIR  read the templates from DIR instead of the built-in ones\n"
     "  -v, --verbose        a Lua traceback with internal errors\n"
     "  -h, --help           this text\n"
+    "  -V, --version        the version, the runtime ABI and the kernel tier this CPU runs\n"
     "\n"
     "In scope: LlamaForCausalLM, MistralForCausalLM without sliding window,\n"
     "Qwen2ForCausalLM, Qwen3ForCausalLM. Anything else is refused with its reason.\n"
@@ -120,7 +123,7 @@ int main(int argc, char **argv)
         {"repo", required_argument, 0, 'r'},  {"revision", required_argument, 0, 'R'},
         {"templates", required_argument, 0, 'T'},
         {"verbose", no_argument, 0, 'v'},     {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},     {0, 0, 0, 0}};
     const char *out_dir = "models", *repo = NULL, *revision = "main";
     gm_gen_options opt = {0};
     if (argc > 1 && strcmp(argv[1], "tokenize") == 0)
@@ -130,7 +133,7 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((c = getopt_long(argc, argv, "o:n:r:R:vh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":o:n:r:R:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'n': opt.name = optarg; break;
@@ -139,7 +142,10 @@ int main(int argc, char **argv)
         case 'T': opt.templates_dir = optarg; break;
         case 'v': opt.verbose = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_OK;
-        default: fputs(usage, stderr); return EXIT_USAGE;
+        case 'V':
+            printf("gen-model %s (runtime ABI %d, kernels %s)\n", GM_VERSION, GM_RUNTIME_ABI, gm_kernels_name());
+            return EXIT_OK;
+        default: gm_cli_bad_option("gen-model", c, argv); return EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {

@@ -23,6 +23,7 @@
 
 #include "embedded.h"
 #include "gm/config.h"
+#include "gm/cli.h"
 #include "gm/kernels.h"
 #include "gm/lock.h"
 #include "gm/npy.h"
@@ -69,6 +70,7 @@ static const char usage[] =
     "  --threads N     threads for the loader and the runner (default: GM_THREADS, else every core)\n"
     "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
     "  --no-record     leave progress.md and TODO.md alone\n"
+    "  --version       the version, the runtime ABI and the kernel tier this CPU runs\n"
     "\n"
     "environment: GM_ISA=amx|avx512|avx2|portable runs that kernel tier instead of the widest this CPU has\n"
     "(the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT seconds to wait for\n"
@@ -649,7 +651,7 @@ int main(int argc, char **argv)
         {"json", no_argument, 0, 'j'},          {"dump", required_argument, 0, 'd'},
         {"threads", required_argument, 0, 'T'}, {"models", required_argument, 0, 'm'},
         {"no-record", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
-        {"decode", required_argument, 0, 'D'},
+        {"decode", required_argument, 0, 'D'},  {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     if (argc > 1 && (strcmp(argv[1], "capture") == 0 || strcmp(argv[1], "verify") == 0)) {
         gm_status isa = {0};
@@ -669,7 +671,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     rt_options o = {RT_BF16, 0, 0};
-    while ((c = getopt_long(argc, argv, "w:p:t:ijd:T:m:nhD:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:p:t:ijd:T:m:nhD:V", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': r.weights = optarg; break;
         case 'p': r.prompt = optarg; break;
@@ -700,7 +702,10 @@ int main(int argc, char **argv)
         case 'm': models_dir = optarg; break;
         case 'n': no_record = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_PASS;
-        default: fputs(usage, stderr); return EXIT_USAGE;
+        case 'V':
+            printf("phase0 %s (runtime ABI %d, kernels %s)\n", GM_VERSION, GM_RUNTIME_ABI, gm_kernels_name());
+            return EXIT_PASS;
+        default: gm_cli_bad_option("phase0", c, argv); return EXIT_USAGE;
         }
     }
     if (optind != argc - 1 || !r.weights) {

@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gm/cli.h"
 #include "gm/io.h"
 #include "gm/kernels.h"
 #include "gm/npy.h"
@@ -1020,7 +1021,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
     int max = 256, steps = VF_GATE_N_TOKENS, f32 = 0, c;
     double rope_theta = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "w:p:m:t:s:o:fr:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:p:m:t:s:o:fr:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': weights = optarg; break;
         case 'p': which = optarg; break;
@@ -1031,7 +1032,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         case 'f': f32 = 1; break;
         case 'r': rope_theta = atof(optarg); break;
         case 'h': fputs(capture_usage, stdout); return EXIT_PASS;
-        default: fputs(capture_usage, stderr); return EXIT_USAGE;
+        default: gm_cli_bad_option("phase0 capture", c, argv); return EXIT_USAGE;
         }
     }
     if (optind != argc - 1 || !weights || !out) {
@@ -1108,14 +1109,14 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models)
     char tpath[4200] = "";
     int json = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "jH:w:t:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":jH:w:t:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
         case 'H': html = optarg; break;
         case 'w': weights = optarg; break;
         case 't': tokenizer = optarg; break;
         case 'h': fputs(verify_usage, stdout); return EXIT_PASS;
-        default: fputs(verify_usage, stderr); return EXIT_USAGE;
+        default: gm_cli_bad_option("phase0 verify", c, argv); return EXIT_USAGE;
         }
     }
     if (optind != argc - (weights ? 1 : 2)) {

@@ -679,3 +679,22 @@ Test(generator, out_creates_the_missing_parent_folders)
     cr_assert(tu_exists(path), "%s was not written", path);
     free(err);
 }
+
+Test(generator, version_and_a_bad_option_are_one_line_each)
+{
+    char cmd[4200], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' --version", GM_GEN_MODEL);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_expect(strncmp(out, "gen-model ", 10) == 0 && strstr(out, "runtime ABI ") && strstr(out, "kernels ") &&
+                  tu_lines(out) == 1, "%s", out);
+    free(out);
+    const char *bad[][2] = {{"--bogus", "unknown option '--bogus'"}, {"-x", "unknown option '-x'"},
+                            {"--out", "option '--out' needs a value"}, {"--bogus=1", "unknown option '--bogus'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, bad[i][0]);
+        cr_expect_eq(tu_run(cmd, NULL, &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && strstr(err, "see gen-model --help") && tu_lines(err) == 1 &&
+                      !strstr(err, "usage:"), "%s: %s", bad[i][0], err);
+        free(err);
+    }
+}

@@ -533,3 +533,23 @@ Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)
     cr_assert_eq(system(cmd), 0);
     free(work);
 }
+
+Test(phase0, version_and_a_bad_option_are_one_line_each)
+{
+    char cmd[4200], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' --version", GM_PHASE0);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_expect(strncmp(out, "phase0 ", 7) == 0 && strstr(out, "runtime ABI ") && strstr(out, "kernels ") &&
+                  tu_lines(out) == 1, "%s", out);
+    free(out);
+    const char *bad[][3] = {{"--nope x", "unknown option '--nope'", "see phase0 --help"},
+                            {"capture --zzz", "unknown option '--zzz'", "see phase0 capture --help"},
+                            {"verify --html", "option '--html' needs a value", "see phase0 verify --help"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", GM_PHASE0, bad[i][0]);
+        cr_expect_eq(tu_run(cmd, NULL, &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && strstr(err, bad[i][2]) && tu_lines(err) == 1 && !strstr(err, "usage:"),
+                  "%s: %s", bad[i][0], err);
+        free(err);
+    }
+}

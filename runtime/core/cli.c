@@ -1,0 +1,21 @@
+/* The command-line programs' shared messages; see gm/cli.h. */
+#include "gm/cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+void gm_cli_bad_option(const char *prog, int c, char *const *argv)
+{
+    /* a long option is the word getopt just passed, up to any '='; a short one is its letter, in optopt */
+    const char *word = optind > 0 && argv[optind - 1] ? argv[optind - 1] : "";
+    char shown[64];
+    if (strncmp(word, "--", 2) == 0)
+        snprintf(shown, sizeof shown, "%.*s", (int)strcspn(word, "="), word);
+    else
+        snprintf(shown, sizeof shown, "-%c", optopt ? optopt : '?');
+    if (c == ':')
+        fprintf(stderr, "%s: option '%s' needs a value; see %s --help\n", prog, shown, prog);
+    else
+        fprintf(stderr, "%s: unknown option '%s'; see %s --help\n", prog, shown, prog);
+}

@@ -1,0 +1,15 @@
+/*
+** What the command-line programs share: the one line an unknown option or a
+** missing value gets (the help is for --help, not for every mistake).
+*/
+#ifndef GM_CLI_H
+#define GM_CLI_H
+
+/*
+** After getopt_long returned '?' or ':' (the optstring must start with ':'
+** so that getopt itself prints nothing): "PROG: unknown option '--x'; see
+** PROG --help" or "PROG: option '--x' needs a value; ...", on one line.
+*/
+void gm_cli_bad_option(const char *prog, int c, char *const *argv);
+
+#endif

@@ -1,7 +1,9 @@
 # gm_model_library(TARGET table ROOT IDS...): a static library of the generated
 # sources of every model ROOT/<id>/ (compiled with -pedantic on top of the
 # project's warnings) and of the table named `table` that lists their registry
-# entries (gm/registry.h), written from cmake/registry_table.c.in.
+# entries (gm/registry.h), written from cmake/registry_table.c.in. Also
+# gm_phase0_program(), below. Both serve this tree and, installed with
+# find_package(GenModel), a downstream project's checked-in models/<id>/.
 function(gm_model_library target table root)
   set(srcs)
   set(GM_MODELS "")
@@ -11,9 +13,35 @@ function(gm_model_library target table root)
   endforeach()
   set(GM_TABLE ${table})
   set(registry ${CMAKE_CURRENT_BINARY_DIR}/${target}_registry.c)
-  configure_file(${CMAKE_SOURCE_DIR}/cmake/registry_table.c.in ${registry} @ONLY)
+  configure_file(${CMAKE_CURRENT_FUNCTION_LIST_DIR}/registry_table.c.in ${registry} @ONLY)
   add_library(${target} STATIC ${srcs} ${registry})
   target_include_directories(${target} PUBLIC ${root})
   target_compile_options(${target} PRIVATE -pedantic)
-  target_link_libraries(${target} PUBLIC gm_model gm_runner)
+  if(TARGET GenModel::gm_model) # an installed gen-model (find_package(GenModel))
+    target_link_libraries(${target} PUBLIC GenModel::gm_model GenModel::gm_runner)
+  else()
+    target_link_libraries(${target} PUBLIC gm_model gm_runner)
+  endif()
+endfunction()
+
+# phase0.c: in this tree beside cmake/, or where an install put it (share/gen-model/)
+# (a cache entry, so that the function sees it from any folder that calls it)
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../phase0/phase0.c)
+  get_filename_component(phase0_source ${CMAKE_CURRENT_LIST_DIR}/../phase0/phase0.c ABSOLUTE)
+else()
+  get_filename_component(phase0_source ${CMAKE_CURRENT_LIST_DIR}/../../../share/gen-model/phase0.c ABSOLUTE)
+endif()
+set(GM_PHASE0_SOURCE ${phase0_source} CACHE INTERNAL "phase0.c, for gm_phase0_program()")
+
+# gm_phase0_program(TARGET models-library registry-table models-dir): phase0 for the models of one
+# model library (gm_model_library), recording verdicts into models-dir/<id>/.
+function(gm_phase0_program target lib table dir)
+  add_executable(${target} ${GM_PHASE0_SOURCE})
+  if(TARGET GenModel::phase0_lib)
+    target_link_libraries(${target} PRIVATE GenModel::phase0_lib ${lib})
+    target_compile_definitions(${target} PRIVATE GM_VERSION="${GenModel_VERSION}")
+  else()
+    target_link_libraries(${target} PRIVATE gm_phase0 ${lib})
+  endif()
+  target_compile_definitions(${target} PRIVATE GM_PHASE0_MODELS=${table} GM_PHASE0_MODELS_DIR="${dir}")
 endfunction()

@@ -1,0 +1,74 @@
+# `cmake --install build --prefix P`: what an NPU project builds its checked-in
+# models/<id>/ against.
+#
+#   bin/gen-model, bin/phase0 (with this tree's models)
+#   lib/libgm_*.a (the runtime by concern, and libgm_phase0.a) and lib/libgenmodel.so.<ABI> (all of it, shared;
+#     its soname follows GM_RUNTIME_ABI, the contract between the runtime and generated code)
+#   include/gm/*.h
+#   lib/pkgconfig/genmodel.pc
+#   lib/cmake/GenModel/: GenModelConfig.cmake, its version file, the exported targets
+#     (GenModel::runtime, GenModel::runtime_shared, GenModel::gm_core, ...) and
+#     gm_model_library() and gm_phase0_program() from cmake/models.cmake
+#   share/gen-model/phase0.c and include/gen-model/ (its headers), for gm_phase0_program()
+#   share/man/man1/gen-model.1, phase0.1 (from the programs' own --help)
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+find_package(Threads REQUIRED)
+
+file(STRINGS ${CMAKE_SOURCE_DIR}/runtime/core/include/gm/status.h abi_line REGEX "^#define GM_RUNTIME_ABI ")
+string(REGEX REPLACE "^#define GM_RUNTIME_ABI ([0-9]+).*" "\\1" GM_ABI "${abi_line}")
+
+set(runtime_libs gm_core gm_tensors gm_kernels gm_model gm_runner gm_tokenizer)
+foreach(l ${runtime_libs})
+  set_target_properties(${l} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+endforeach()
+set_target_properties(gm_runtime PROPERTIES EXPORT_NAME runtime)
+
+# every runtime object in one shared library
+set(runtime_objects)
+foreach(l ${runtime_libs})
+  list(APPEND runtime_objects $<TARGET_OBJECTS:${l}>)
+endforeach()
+add_library(gm_runtime_shared SHARED ${runtime_objects})
+target_link_libraries(gm_runtime_shared PRIVATE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
+target_link_options(gm_runtime_shared PRIVATE -Wl,--no-undefined)
+target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:include>)
+set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION ${PROJECT_VERSION}.0
+                      SOVERSION ${GM_ABI} EXPORT_NAME runtime_shared)
+
+install(TARGETS gen-model phase0 RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+set_target_properties(gm_phase0 PROPERTIES POSITION_INDEPENDENT_CODE ON)
+install(TARGETS ${runtime_libs} gm_runtime gm_runtime_shared gm_phase0 EXPORT GenModelTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+foreach(d core tensors kernels model runner tokenizer)
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/runtime/${d}/include/gm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endforeach()
+# phase0 for a downstream project's models: its source, and the headers it and libgm_phase0 use
+install(FILES ${CMAKE_SOURCE_DIR}/phase0/phase0.c DESTINATION ${CMAKE_INSTALL_DATADIR}/gen-model)
+install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/verify.h
+              ${CMAKE_SOURCE_DIR}/generator/embedded.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
+install(EXPORT GenModelTargets NAMESPACE GenModel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
+
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/GenModelConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/GenModelConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/GenModelConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/GenModelConfig.cmake ${CMAKE_BINARY_DIR}/GenModelConfigVersion.cmake
+              ${CMAKE_SOURCE_DIR}/cmake/models.cmake ${CMAKE_SOURCE_DIR}/cmake/registry_table.c.in
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
+
+configure_file(${CMAKE_SOURCE_DIR}/cmake/genmodel.pc.in ${CMAKE_BINARY_DIR}/genmodel.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/genmodel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# man pages from the programs' --help: one text, so the two cannot drift
+foreach(prog gen-model phase0)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/man/${prog}.1
+    COMMAND ${CMAKE_COMMAND} -DPROG=$<TARGET_FILE:${prog}> -DNAME=${prog} -DVERSION=${PROJECT_VERSION}
+            -DOUT=${CMAKE_BINARY_DIR}/man/${prog}.1 -P ${CMAKE_SOURCE_DIR}/cmake/manpage.cmake
+    DEPENDS ${prog} ${CMAKE_SOURCE_DIR}/cmake/manpage.cmake
+    COMMENT "man page ${prog}(1) from ${prog} --help" VERBATIM)
+  list(APPEND man_pages ${CMAKE_BINARY_DIR}/man/${prog}.1)
+endforeach()
+add_custom_target(man ALL DEPENDS ${man_pages})
+install(FILES ${man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

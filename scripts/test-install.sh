@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The install as an NPU project meets it: `cmake --install BUILD --prefix` a
+# fresh folder, scaffold a golden model with the installed gen-model, then
+# build that model and a phase0 for it two ways, and run each on the golden's
+# weights: with find_package(GenModel) (tests/downstream/), and with
+# pkg-config and plain cc against the shared library.
+#
+#   scripts/test-install.sh BUILD_DIR [SHARED_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(cd "$1" && pwd)
+shared=$(cd "${2:-../shared}" && pwd)
+id=qwen2_tied
+golden=$shared/golden/$id
+work=$(mktemp -d "${TMPDIR:-/tmp}/gm-install-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+tokens=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<H",d[8:10])[0]
+print(",".join(str(x) for x in struct.unpack("<%di"%((len(d)-10-n)//4), d[10+n:])))' "$golden/golden/seq24/tokens.npy")
+
+step() { printf '== %s\n' "$*"; }
+step "cmake --install into $prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in bin/gen-model bin/phase0 lib/libgenmodel.so lib/libgm_core.a lib/pkgconfig/genmodel.pc \
+         lib/cmake/GenModel/GenModelConfig.cmake lib/cmake/GenModel/GenModelConfigVersion.cmake \
+         include/gm/runner.h share/man/man1/gen-model.1 share/man/man1/phase0.1; do
+  [ -e "$prefix/$f" ] || { echo "test-install: $f is not installed" >&2; exit 1; }
+done
+soname=$(objdump -p "$prefix/lib/libgenmodel.so" | awk '/SONAME/ {print $2}')
+abi=$(sed -n 's/^#define GM_RUNTIME_ABI \([0-9]*\).*/\1/p' runtime/core/include/gm/status.h)
+[ "$soname" = "libgenmodel.so.$abi" ] || { echo "test-install: soname $soname, expected libgenmodel.so.$abi" >&2; exit 1; }
+"$prefix/bin/gen-model" --version
+
+step "the installed gen-model scaffolds $id"
+"$prefix/bin/gen-model" "$golden" --out "$work/port/models" >/dev/null
+
+step "find_package(GenModel): a model library and a phase0"
+cmake -S tests/downstream -B "$work/b1" -DCMAKE_PREFIX_PATH="$prefix" -DMODELS="$work/port/models" -DIDS=$id >/dev/null
+cmake --build "$work/b1" -j"$(nproc)" >/dev/null
+"$work/b1/port_phase0" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
+
+step "pkg-config and cc, against libgenmodel.so"
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+m=$work/port/models/$id
+printf '#include <stddef.h>\n#include "gm/registry.h"\nextern const gm_model_entry %s_model_entry;\nconst gm_model_entry *const port_models[] = {&%s_model_entry, NULL};\n' \
+  $id $id > "$work/table.c"
+# shellcheck disable=SC2046
+cc -std=c11 -D_GNU_SOURCE -DGM_VERSION='"downstream"' -DGM_PHASE0_MODELS=port_models \
+   -DGM_PHASE0_MODELS_DIR="\"$work/port/models\"" $(pkg-config --cflags genmodel libcjson) \
+   -I"$prefix/include/gen-model" "$prefix/share/gen-model/phase0.c" "$m/${id}_weights.c" "$m/${id}_cpu_helpers.c" \
+   "$m/${id}_registry.c" "$work/table.c" -o "$work/phase0-cc" \
+   -L"$prefix/lib" -lgm_phase0 $(pkg-config --libs genmodel libcjson) -lm
+LD_LIBRARY_PATH=$prefix/lib "$work/phase0-cc" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
+LD_LIBRARY_PATH=$prefix/lib ldd "$work/phase0-cc" > "$work/ldd.txt"
+grep -q "libgenmodel.so.$abi => $prefix/lib/" "$work/ldd.txt" ||
+  { echo "test-install: phase0-cc is not linked to $prefix/lib/libgenmodel.so.$abi" >&2; exit 1; }
+step "ok"

@@ -11,6 +11,7 @@
 #     gm_model_library() and gm_phase0_program() from cmake/models.cmake
 #   share/gen-model/phase0.c and include/gen-model/ (its headers), for gm_phase0_program()
 #   share/man/man1/gen-model.1, phase0.1 (from the programs' own --help)
+#   share/bash-completion/completions/gen-model, phase0
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 find_package(Threads REQUIRED)
@@ -72,3 +73,21 @@ foreach(prog gen-model phase0)
 endforeach()
 add_custom_target(man ALL DEPENDS ${man_pages})
 install(FILES ${man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+
+# bash completion: subcommands, options (read from --help) and, for phase0, the built-in model ids (--list)
+install(FILES ${CMAKE_SOURCE_DIR}/completions/gen-model.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME gen-model)
+install(FILES ${CMAKE_SOURCE_DIR}/completions/gen-model.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+        RENAME phase0)
+
+# cpack -G DEB (in the build folder): a .deb whose Depends dpkg-shlibdeps reads off the binaries
+set(CPACK_PACKAGE_NAME gen-model)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "gen-model maintainers <gen-model@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Phase 0 of an NPU deployment for Hugging Face decoder LLMs: scaffold and bf16 baseline")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_GENERATOR DEB)
+include(CPack)

@@ -71,6 +71,7 @@ static const char usage[] =
     "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
     "  --no-record     leave progress.md and TODO.md alone\n"
     "  --version       the version, the runtime ABI and the kernel tier this CPU runs\n"
+    "  --list          the model ids built in, one a line\n"
     "\n"
     "environment: GM_ISA=amx|avx512|avx2|portable runs that kernel tier instead of the widest this CPU has\n"
     "(the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT seconds to wait for\n"
@@ -652,6 +653,7 @@ int main(int argc, char **argv)
         {"threads", required_argument, 0, 'T'}, {"models", required_argument, 0, 'm'},
         {"no-record", no_argument, 0, 'n'},     {"help", no_argument, 0, 'h'},
         {"decode", required_argument, 0, 'D'},  {"version", no_argument, 0, 'V'},
+        {"list", no_argument, 0, 'L'},
         {0, 0, 0, 0}};
     if (argc > 1 && (strcmp(argv[1], "capture") == 0 || strcmp(argv[1], "verify") == 0)) {
         gm_status isa = {0};
@@ -671,7 +673,7 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     rt_options o = {RT_BF16, 0, 0};
-    while ((c = getopt_long(argc, argv, ":w:p:t:ijd:T:m:nhD:V", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":w:p:t:ijd:T:m:nhD:VL", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': r.weights = optarg; break;
         case 'p': r.prompt = optarg; break;
@@ -702,6 +704,10 @@ int main(int argc, char **argv)
         case 'm': models_dir = optarg; break;
         case 'n': no_record = 1; break;
         case 'h': fputs(usage, stdout); return EXIT_PASS;
+        case 'L': /* the built-in model ids, one a line (for shell completion) */
+            GM_FOR_EACH_MODEL(e, GM_PHASE0_MODELS)
+                puts(e->id);
+            return EXIT_PASS;
         case 'V':
             printf("phase0 %s (runtime ABI %d, kernels %s)\n", GM_VERSION, GM_RUNTIME_ABI, gm_kernels_name());
             return EXIT_PASS;

@@ -23,13 +23,27 @@ step "cmake --install into $prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/gen-model bin/phase0 lib/libgenmodel.so lib/libgm_core.a lib/pkgconfig/genmodel.pc \
          lib/cmake/GenModel/GenModelConfig.cmake lib/cmake/GenModel/GenModelConfigVersion.cmake \
-         include/gm/runner.h share/man/man1/gen-model.1 share/man/man1/phase0.1; do
+         include/gm/runner.h share/man/man1/gen-model.1 share/man/man1/phase0.1 \
+         share/bash-completion/completions/gen-model share/bash-completion/completions/phase0; do
   [ -e "$prefix/$f" ] || { echo "test-install: $f is not installed" >&2; exit 1; }
 done
 soname=$(objdump -p "$prefix/lib/libgenmodel.so" | awk '/SONAME/ {print $2}')
 abi=$(sed -n 's/^#define GM_RUNTIME_ABI \([0-9]*\).*/\1/p' runtime/core/include/gm/status.h)
 [ "$soname" = "libgenmodel.so.$abi" ] || { echo "test-install: soname $soname, expected libgenmodel.so.$abi" >&2; exit 1; }
 "$prefix/bin/gen-model" --version
+
+step "bash completion: subcommands, options, model ids"
+complete_words() { # the completions bash offers for the words given, the last one being completed
+  PATH=$prefix/bin:$PATH bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1))
+    _${COMP_WORDS[0]/-/_}; printf "%s\n" "${COMPREPLY[@]}"' sh "$prefix/share/bash-completion/completions/$1" "$@"
+}
+for want in "phase0 qw=qwen2_1_5b" "phase0 ca=capture" "phase0 capture --max=--max-prompts" \
+            "gen-model --ver=--version" "gen-model dow=download" "phase0 capture ll=llama_3_2_1b"; do
+  words=${want%%=*} expect=${want#*=}
+  # shellcheck disable=SC2086
+  got=$(complete_words $words)
+  grep -qx -- "$expect" <<<"$got" || { echo "test-install: completing '$words' gave '$got', not $expect" >&2; exit 1; }
+done
 
 step "the installed gen-model scaffolds $id"
 "$prefix/bin/gen-model" "$golden" --out "$work/port/models" >/dev/null

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The .deb as a Debian 12 machine meets it (run as root, on a machine where
+# nothing of gen-model is installed: CI's fresh one): cpack -G DEB in BUILD,
+# apt-get install the package (its Depends come from Debian), run gen-model
+# --help and --version, build a golden model against the installed package
+# with find_package(GenModel) and run its phase0 on the golden weights; then
+# remove the package again.
+#
+#   scripts/test-deb.sh BUILD_DIR [SHARED_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(cd "$1" && pwd)
+shared=$(cd "${2:-../shared}" && pwd)
+[ "$(id -u)" = 0 ] || { echo "test-deb: run as root (it installs and removes the package)" >&2; exit 2; }
+if dpkg-query -W -f='${Status}' gen-model 2>/dev/null | grep -q 'ok installed'; then
+  echo "test-deb: gen-model is installed already; remove it first (apt-get remove gen-model)" >&2
+  exit 2
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/gm-deb-XXXXXX")
+trap 'apt-get purge -y -qq gen-model >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+id=qwen2_tied
+golden=$shared/golden/$id
+
+(cd "$build" && cpack -G DEB -B "$work" >/dev/null)
+deb=$(ls "$work"/gen-model_*.deb)
+echo "== $(basename "$deb"): $(dpkg-deb -f "$deb" Depends)"
+apt-get install -y -qq "$deb" >/dev/null
+gen-model --help | head -1
+gen-model --version
+man -w gen-model >/dev/null 2>&1 || [ -e /usr/share/man/man1/gen-model.1.gz ] || [ -e /usr/share/man/man1/gen-model.1 ]
+
+tokens=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<H",d[8:10])[0]
+print(",".join(str(x) for x in struct.unpack("<%di"%((len(d)-10-n)//4), d[10+n:])))' "$golden/golden/seq24/tokens.npy")
+gen-model "$golden" --out "$work/port/models" >/dev/null
+cmake -S tests/downstream -B "$work/b" -DMODELS="$work/port/models" -DIDS=$id >/dev/null
+cmake --build "$work/b" -j"$(nproc)" >/dev/null
+"$work/b/port_phase0" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
+echo "== ok"

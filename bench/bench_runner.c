@@ -582,7 +582,7 @@ int main(int argc, char **argv)
 
     rt_session *sess[2] = {NULL, NULL};
     for (int k = 0; k < K; k++) {
-        const rt_options o = {RT_BF16, 0, nthr[k]};
+        const rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = nthr[k]};
         if (rt_session_new(&sess[k], &m, &o, cap, &st)) {
             fprintf(stderr, "bench_runner: %s\n", st.msg);
             return 1;

@@ -174,12 +174,14 @@ static int file_exists(const char *path)
 */
 static int lock_blob(const char *rdir, const char *blob, gm_status *st)
 {
-    char path[PATH_MAX], what[PATH_MAX + 16];
+    char path[PATH_MAX], what[PATH_MAX + 16], part[PATH_MAX];
     const char *base = strrchr(rdir, '/');
     const int cache_len = base ? (int)(base - rdir) : 0;
     pathf(path, sizeof path, "%.*s/.locks/%s/%s.lock", cache_len, rdir, base ? base + 1 : rdir, blob);
     pathf(what, sizeof what, "the blob %s", blob);
-    return gm_lock(path, what, st);
+    /* while the holder downloads, <blob>.incomplete grows: the bound counts from its last growth */
+    pathf(part, sizeof part, "%s/blobs/%s.incomplete", rdir, blob);
+    return gm_lock(path, what, part, st);
 }
 
 /* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */

@@ -1,12 +1,12 @@
 /* Atomic output: build in a temporary folder, swap it in with one rename. */
 #include "output.h"
 
+#include "gm/io.h"
 #include "gm/lock.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,18 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-int gm_remove_tree(const char *path)
-{
-    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* mkdir -p for the folders inside the temporary tree. */
 /* mkdir -p for the folders that will hold file `path`. */
@@ -128,20 +116,23 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
     sigaddset(&hold, SIGINT);
     sigaddset(&hold, SIGTERM);
     sigaddset(&hold, SIGHUP);
-    sigprocmask(SIG_BLOCK, &hold, &old);
-    /* one writer of models/<id>/ at a time (phase0's records take the same lock): never a mixture */
+    /*
+    ** One writer of models/<id>/ at a time (phase0's records take the same
+    ** lock): never a mixture. The wait for it can be interrupted; the
+    ** signals are held only once the folder is ours.
+    */
     char final[PATH_MAX];
-    if (gm_mkdir_p(out_dir, st) == 0) {
-        if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final) {
-            gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);
-        } else {
-            const int lock = gm_lock_folder(final, st);
-            if (lock >= 0)
-                write_model(out_dir, r, snap, st);
-            gm_unlock(lock);
-        }
-    }
+    if (gm_mkdir_p(out_dir, st) != 0)
+        return st->code;
+    if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final)
+        return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);
+    const int lock = gm_lock_folder(final, st);
+    if (lock < 0)
+        return st->code;
+    sigprocmask(SIG_BLOCK, &hold, &old);
+    write_model(out_dir, r, snap, st);
     sigprocmask(SIG_SETMASK, &old, NULL);
+    gm_unlock(lock);
     return st->code;
 }
 

@@ -19,7 +19,4 @@
 int gm_write_model(const char *out_dir, const gm_gen_result *r,
                    const gm_snapshot *snap, gm_status *st);
 
-/* Remove a folder tree; returns 0 or -1 (errno set). */
-int gm_remove_tree(const char *path);
-
 #endif

@@ -672,7 +672,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: %s\n", isa.msg);
         return EXIT_USAGE;
     }
-    rt_options o = {RT_BF16, 0, 0};
+    rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = 0};
     while ((c = getopt_long(argc, argv, ":w:p:t:ijd:T:m:nhD:VL", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': r.weights = optarg; break;

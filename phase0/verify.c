@@ -43,7 +43,9 @@ void vf_top_k(const float *logits, int V, int k, int32_t *ids, float *vals)
 {
     int n = 0;
     float best[64];
-    if (k > 64)
+    if (k <= 0)
+        return;
+    if (k > 64) /* callers ask for VF_TOP_K (20) at most */
         k = 64;
     for (int32_t i = 0; i < V; i++) {
         const float x = isnan(logits[i]) ? -INFINITY : logits[i]; /* a NaN is never chosen over a number */
@@ -100,6 +102,10 @@ vf_verdict vf_token_gate(const int32_t *ref_ids, const int32_t *ref_top, const i
                  s, ref_ids[s], cand_ids[s], k);
         return VF_OK;
     }
+    if (steps == 0) {
+        snprintf(why, why_size, "not checked: the candidate holds no steps");
+        return VF_UNCHECKED;
+    }
     snprintf(why, why_size, "all %d steps chose the same tokens", steps);
     return VF_OK;
 }
@@ -136,6 +142,9 @@ static double cosine(const float *a, const float *b, size_t n)
 
 int vf_lens(const float *ref, const float *cand, int T, int H, vf_layer *l, gm_status *st)
 {
+    l->pos_cos = NULL;
+    if (T < 1 || H < 1)
+        return gm_fail(st, GM_EFORMAT, "the lens needs at least one position of one value, found %d x %d", T, H);
     double *sorted = malloc(sizeof *sorted * (size_t)T);
     l->pos_cos = malloc(sizeof *l->pos_cos * (size_t)T);
     if (!sorted || !l->pos_cos) {
@@ -379,7 +388,16 @@ typedef struct prompt_in {
     char *text;     /* NULL: given as ids */
     int32_t *ids;
     int n;
+    char name[16];  /* its folder: the candidate's name for it, or "" for p000, p001, ... */
 } prompt_in;
+
+static const char *prompt_name(const prompt_in *in, int i, char *buf, size_t size)
+{
+    if (in[i].name[0])
+        return in[i].name;
+    snprintf(buf, size, "p%03d", i);
+    return buf;
+}
 
 static int capture_prompt(rt_session *s, const rt_model *m, const prompt_in *in, int steps, const char *dir,
                           const char *name, gm_status *st)
@@ -461,8 +479,7 @@ static cJSON *manifest_json(const gm_model_entry *e, const rt_model *m, const ch
     for (int i = 0; i < n; i++) {
         cJSON *p = cJSON_CreateObject();
         char name[16];
-        snprintf(name, sizeof name, "p%03d", i);
-        cJSON_AddStringToObject(p, "name", name);
+        cJSON_AddStringToObject(p, "name", prompt_name(in, i, name, sizeof name));
         if (in[i].text)
             cJSON_AddStringToObject(p, "text", in[i].text);
         else
@@ -507,32 +524,30 @@ static int capture(const gm_model_entry *e, const char *weights, const prompt_in
     int longest = 0;
     for (int i = 0; i < n; i++)
         longest = in[i].n > longest ? in[i].n : longest;
-    const rt_options o = {f32 ? RT_F32 : RT_BF16, 1, 0};
+    const rt_options o = {.precision = f32 ? RT_F32 : RT_BF16, .diagnosis = 1, .threads = 0};
     if (rt_session_new(&s, &m, &o, longest + steps, st))
         goto out;
     for (int i = 0; i < n; i++) {
         char name[16];
-        snprintf(name, sizeof name, "p%03d", i);
-        if (capture_prompt(s, &m, &in[i], steps, tmp, name, st))
+        if (capture_prompt(s, &m, &in[i], steps, tmp, prompt_name(in, i, name, sizeof name), st))
             goto out;
     }
     cJSON *j = manifest_json(e, &m, weights, steps, in, n, f32);
-    char *text = cJSON_Print(j), path[4200];
+    char *text = j ? cJSON_Print(j) : NULL, path[4200];
     cJSON_Delete(j);
     snprintf(path, sizeof path, "%s/manifest.json", tmp);
-    gm_write_file(path, text, strlen(text), st);
+    if (!text)
+        gm_fail(st, GM_ENOMEM, "out of memory");
+    else
+        gm_write_file(path, text, strlen(text), st);
     cJSON_free(text);
     if (!st->code && rename(tmp, out) != 0)
         gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", out, tmp, strerror(errno));
     else if (!st->code)
         made = 0;
 out:
-    if (made) {
-        char cmd[8300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp); /* tmp is ours: out.tmp-XXXXXX, no quote in it */
-        if (!strchr(tmp, '\'') && system(cmd) != 0)
-            fprintf(stderr, "phase0: warning: %s could not be removed\n", tmp);
-    }
+    if (made && gm_remove_tree(tmp) != 0)
+        fprintf(stderr, "phase0: warning: %s could not be removed: %s\n", tmp, strerror(errno));
     rt_session_free(s);
     if (loaded)
         e->free(w);
@@ -585,7 +600,8 @@ static int32_t *gate_rows(const char *dir, const char *name, const int32_t *top,
     for (int s = 0; rows && s < steps; s++) {
         memcpy(ids, top + (size_t)s * w, sizeof *ids * (size_t)w);
         if (lg) {
-            memcpy(v, lg + (size_t)s * w, sizeof *v * (size_t)w);
+            for (int i = 0; i < w; i++) /* a NaN sorts last, as vf_top_k never chooses one */
+                v[i] = isnan(lg[(size_t)s * w + i]) ? -INFINITY : lg[(size_t)s * w + i];
             for (int i = 1; i < w; i++) /* insertion sort: rows are short */
                 for (int j = i; j > 0 && ahead(v[j], ids[j], v[j - 1], ids[j - 1]); j--) {
                     const float tv = v[j];
@@ -627,6 +643,10 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
         goto out;
     }
     p->n_tokens = (int)tsh[0];
+    if (p->n_tokens < 1) {
+        gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: shape: expected at least one token, found none", ref, name);
+        goto out;
+    }
     csh[0] = tsh[0];
     if (!(ct = load(cand, name, "tokens.npy", GM_NPY_I4, 1, csh, st)) && st->code)
         goto out;
@@ -641,6 +661,11 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
             gm_fail(st, GM_EFORMAT, "%s/%s: the reference lacks ids.npy or topk_ids.npy", ref, name);
         goto out;
     }
+    if (top_sh[1] < VF_GATE_K) {
+        gm_fail(st, GM_EFORMAT, "%s/%s/topk_ids.npy: shape: expected at least %d ids a step, found %lld", ref, name,
+                VF_GATE_K, (long long)top_sh[1]);
+        goto out;
+    }
     int64_t cish[1] = {-1};
     if (!(cids = load(cand, name, "ids.npy", GM_NPY_I4, 1, cish, st)) && st->code)
         goto out;
@@ -653,22 +678,11 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
                 VF_GATE_K, (long long)ctop_sh[1]);
         goto out;
     }
-    int from_top = 0;
-    if (!cids && ctop) { /* a top-k only candidate: its choice is each row's first */
-        cish[0] = ctop_sh[0];
-        cids = malloc(sizeof *cids * (size_t)(cish[0] ? cish[0] : 1));
-        for (int64_t s = 0; s < cish[0]; s++)
-            cids[s] = ctop[s * ctop_sh[1]];
-        from_top = 1;
-    }
-    if (cids) {
-        int steps = (int)(cish[0] < ish[0] ? cish[0] : ish[0]);
+    const int from_top = !cids && ctop; /* a top-k only candidate: each row's first id (in the rule's order) */
+    if (cids || ctop) {
+        const int64_t have = cids ? cish[0] : ctop_sh[0];
+        int steps = (int)(have < ish[0] ? have : ish[0]);
         steps = steps < VF_GATE_N_TOKENS ? steps : VF_GATE_N_TOKENS;
-        p->n_steps = steps;
-        p->ref_ids = malloc(sizeof *p->ref_ids * (size_t)(steps ? steps : 1));
-        p->cand_ids = malloc(sizeof *p->cand_ids * (size_t)(steps ? steps : 1));
-        memcpy(p->ref_ids, rids, sizeof *rids * (size_t)steps);
-        memcpy(p->cand_ids, cids, sizeof *cids * (size_t)steps);
         /* each side's rows at the gate's width, in the rule's order when its logits are there */
         int32_t *crow = NULL, *rrow = NULL;
         if (ctop && !(crow = gate_rows(cand, name, ctop, ctop_sh, steps, st)))
@@ -677,6 +691,18 @@ static int verify_prompt(const char *ref, const char *cand, const manifest *rm, 
             free(crow);
             goto out;
         }
+        p->n_steps = steps;
+        p->ref_ids = malloc(sizeof *p->ref_ids * (size_t)(steps ? steps : 1));
+        p->cand_ids = malloc(sizeof *p->cand_ids * (size_t)(steps ? steps : 1));
+        if (!p->ref_ids || !p->cand_ids) {
+            free(crow);
+            free(rrow);
+            gm_fail(st, GM_ENOMEM, "out of memory");
+            goto out;
+        }
+        memcpy(p->ref_ids, rids, sizeof *rids * (size_t)steps);
+        for (int s = 0; s < steps; s++)
+            p->cand_ids[s] = from_top ? crow[(size_t)s * VF_GATE_K] : cids[s];
         p->gate = vf_token_gate(p->ref_ids, rrow, p->cand_ids, crow, steps, VF_GATE_K, VF_GATE_K, &p->diverge,
                                 p->gate_why, sizeof p->gate_why);
         free(crow);
@@ -791,6 +817,15 @@ static int verify(const char *ref, const char *cand, const char *tokenizer, vf_r
     memset(r, 0, sizeof *r);
     if (read_manifest(ref, &rm, st))
         return st->code;
+    const struct { const char *key; int v; } need[] = {{"vocab_size", rm.vocab}, {"n_layers", rm.n_layers},
+                                                        {"emb_dim", rm.emb}, {"head_dim", rm.head_dim},
+                                                        {"top_k", rm.top_k}};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (need[i].v < 1) {
+            manifest_free(&rm);
+            return gm_fail(st, GM_EFORMAT, "%s/manifest.json: %s: missing or 0 (a reference gives its shapes)", ref,
+                           need[i].key);
+        }
     if (read_manifest(cand, &cm, st)) {
         manifest_free(&rm);
         return st->code;
@@ -852,7 +887,9 @@ static void print_text(const vf_report *r)
            r->ref_kernels[0] ? "kernels " : "", r->ref_kernels, r->ref_commit[0] ? ", commit " : "");
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
-        printf("\n%s (%d tokens)%s%s\n", p->name, p->n_tokens, p->text ? ": " : "", p->text ? p->text : "");
+        char text[600];
+        printf("\n%s (%d tokens)%s%s\n", p->name, p->n_tokens, p->text ? ": " : "",
+               p->text ? one_line(p->text, text, sizeof text) : "");
         printf("  token gate (top-%d, %d steps)  %-11s %s\n", VF_GATE_K, p->n_steps, verdict_name(p->gate), p->gate_why);
         if (p->ref_text && p->cand_text) {
             char a[600], b[600];
@@ -960,6 +997,8 @@ int vf_parse_ids(const char *list, int32_t **out, int *n)
     for (const char *p = list; ids && *p;) {
         char *end;
         errno = 0;
+        if (*p < '0' || *p > '9') /* strtol would take a sign or spaces */
+            break;
         long v = strtol(p, &end, 10);
         if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',') || (*end == ',' && !end[1]))
             break;
@@ -976,19 +1015,27 @@ int vf_parse_ids(const char *list, int32_t **out, int *n)
 }
 
 /* The prompts of a file (one a line, # comments): base.txt, instruct.txt or the user's. */
-static int prompts_from(const char *text, const gm_tokenizer *tok, int max, prompt_in *in, int *n, gm_status *st)
+static int prompts_from(const char *file, const char *text, const gm_tokenizer *tok, int max, prompt_in *in, int *n,
+                        gm_status *st)
 {
+    int line_no = 0;
     for (const char *line = text; *line && *n < max;) {
         size_t len = strcspn(line, "\n");
+        line_no++;
         if (len > 0 && line[0] != '#') {
             prompt_in *p = &in[*n];
-            p->text = strndup(line, len);
             size_t count = 0;
+            if (!(p->text = strndup(line, len)))
+                return gm_fail(st, GM_ENOMEM, "out of memory");
             /* verify's tokenization: the raw text with the tokenizer's default special tokens, no chat template */
-            if (gm_tokenizer_encode(tok, p->text, len, 1, 1, &p->ids, &count, st))
-                return st->code;
-            if (count == 0)
-                return gm_fail(st, GM_EFORMAT, "prompt '%s' has no tokens", p->text);
+            gm_status e = {0};
+            if (gm_tokenizer_encode(tok, p->text, len, 1, 1, &p->ids, &count, &e) || count == 0) {
+                free(p->text);
+                free(p->ids);
+                p->text = NULL, p->ids = NULL;
+                return gm_fail(st, e.code ? e.code : GM_EFORMAT, "%s: line %d: %s", file, line_no,
+                               e.code ? e.msg : "the prompt has no tokens");
+            }
             p->n = (int)count;
             (*n)++;
         }
@@ -1067,7 +1114,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
             gm_read_file(which, 1u << 20, &file, &len, &st) == 0)
             text = file;
         if (!st.code && gm_tokenizer_load(&tok, tpath, &st) == 0)
-            prompts_from(text, tok, max, in, &n, &st);
+            prompts_from(which, text, tok, max, in, &n, &st);
         free(file);
         if (!st.code && n == 0)
             gm_fail(&st, GM_EFORMAT, "%s: no prompts", which);
@@ -1127,13 +1174,14 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models)
     char ref[4200] = "";
     gm_status st = {0};
     vf_report r = {0};
-    int code;
+    int code, made_ref = 0;
     if (weights) { /* the reference, computed now for the candidate's prompts and steps */
         manifest cm;
         if (read_manifest(cand, &cm, &st) == 0) {
             const gm_model_entry *e = gm_registry_find(models, cm.model);
             prompt_in in[256] = {{0}};
-            int steps = cm.steps ? cm.steps : VF_GATE_N_TOKENS;
+            /* the gate walks VF_GATE_N_TOKENS steps: the reference needs no more than that */
+            int steps = cm.steps > 0 && cm.steps < VF_GATE_N_TOKENS ? cm.steps : VF_GATE_N_TOKENS;
             if (!e)
                 gm_fail(&st, GM_EFORMAT, "%s/manifest.json: model: \"%s\" is not built in", cand, cm.model);
             for (int i = 0; !st.code && i < cm.n_prompts; i++) {
@@ -1144,10 +1192,14 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models)
                             cm.names[i]);
                 in[i].n = (int)sh[0];
                 in[i].text = cm.texts[i] ? strdup(cm.texts[i]) : NULL;
+                snprintf(in[i].name, sizeof in[i].name, "%s", cm.names[i]); /* the reference's folders are the candidate's */
             }
-            snprintf(ref, sizeof ref, "%s.ref-%ld", cand, (long)getpid());
-            if (!st.code)
-                capture(e, weights, in, cm.n_prompts, steps, 0, 0, ref, &st);
+            /* a name no other folder has (mkdtemp), freed for capture, which builds and renames into it */
+            snprintf(ref, sizeof ref, "%s.ref-XXXXXX", cand);
+            if (!st.code && (!mkdtemp(ref) || rmdir(ref) != 0))
+                gm_fail(&st, GM_EIO, "%s: cannot make a temporary name: %s", ref, strerror(errno));
+            if (!st.code && capture(e, weights, in, cm.n_prompts, steps, 0, 0, ref, &st) == 0)
+                made_ref = 1;
             for (int i = 0; i < cm.n_prompts; i++) {
                 free(in[i].ids);
                 free(in[i].text);
@@ -1163,12 +1215,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models)
     }
     if (!st.code)
         verify(ref, cand, tokenizer, &r, &st);
-    if (weights && ref[0]) {
-        char cmd[8500];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", ref);
-        if (!strchr(ref, '\'') && system(cmd) != 0)
-            fprintf(stderr, "phase0 verify: warning: %s could not be removed\n", ref);
-    }
+    if (made_ref && gm_remove_tree(ref) != 0)
+        fprintf(stderr, "phase0 verify: warning: %s could not be removed: %s\n", ref, strerror(errno));
     if (st.code) {
         fprintf(stderr, "phase0 verify: %s\n", st.msg);
         vf_report_free(&r);

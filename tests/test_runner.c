@@ -103,7 +103,7 @@ static void check_bf16(loaded *ld, const char *input)
     gm_npy fnorm = golden(id, input, "bf16_fp32acc", "final_norm.npy");
     const int T = (int)tok.count, V = (int)lg.shape[1], H = (int)fnorm.shape[1], L = (int)layers.shape[0];
 
-    rt_options o = {RT_BF16, 1, 0};
+    rt_options o = {.precision = RT_BF16, .diagnosis = 1, .threads = 0};
     rt_session *s = NULL;
     rt_result r;
     gm_status st = {0};
@@ -164,7 +164,7 @@ static void check_f32(loaded *ld, const char *input)
     gm_npy lg = golden(id, input, "fp32", "logits.npy");
     gm_npy layers = golden(id, input, "fp32", "layers.npy");
     const int T = (int)tok.count;
-    rt_options o = {RT_F32, 1, 0};
+    rt_options o = {.precision = RT_F32, .diagnosis = 1, .threads = 0};
     rt_session *s = NULL;
     rt_result r;
     gm_status st = {0};
@@ -194,7 +194,7 @@ static void check_decode(loaded *ld, const char *input)
     gm_npy want = golden(id, input, "bf16_fp32acc", "decode_tokens.npy");
     gm_npy lg = golden(id, input, "bf16_fp32acc", "decode_logits.npy");
     const int T = (int)tok.count, steps = (int)want.count, V = (int)lg.shape[1];
-    rt_options o = {RT_BF16, 0, 0};
+    rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = 0};
     rt_session *s = NULL;
     rt_result r;
     gm_status st = {0};
@@ -311,7 +311,7 @@ static void check_long(const char *id)
     rt_result r;
     rt_session *s = NULL;
 
-    rt_options f32 = {RT_F32, 1, 0};
+    rt_options f32 = {.precision = RT_F32, .diagnosis = 1, .threads = 0};
     cr_assert_eq(rt_session_new(&s, &ld.m, &f32, T, &st), 0, "%s", st.msg);
     cr_assert_eq(rt_prefill(s, tok.data, T, &r, &st), 0, "%s", st.msg);
     const double e_logits = max_rel_error(r.logits, gl, lg.count), e_layers = max_rel_error(r.layers, layers.data, layers.count);
@@ -322,7 +322,7 @@ static void check_long(const char *id)
     rt_result_free(&r);
     rt_session_free(s);
 
-    rt_options bf16 = {RT_BF16, 1, 0};
+    rt_options bf16 = {.precision = RT_BF16, .diagnosis = 1, .threads = 0};
     cr_assert_eq(rt_session_new(&s, &ld.m, &bf16, T, &st), 0, "%s", st.msg);
     cr_assert_eq(rt_prefill(s, tok.data, T, &r, &st), 0, "%s", st.msg);
     const double cos_all = cosine(r.logits, gl, (size_t)T * V), cos_pos = min_row_cos(r.logits, gl, T, V);
@@ -341,7 +341,7 @@ static void check_long(const char *id)
     }
     rt_session_free(s);
 
-    rt_options lite = {RT_BF16, 0, 0};
+    rt_options lite = {.precision = RT_BF16, .diagnosis = 0, .threads = 0};
     cr_assert_eq(rt_session_new(&s, &ld.m, &lite, T, &st), 0, "%s", st.msg);
     rt_result step;
     cr_assert_eq(rt_prefill(s, tok.data, T - TAIL, &step, &st), 0, "%s", st.msg);

@@ -266,6 +266,39 @@ Test(verify, the_tiny_full_vocabulary_model_with_its_canonical_prompts)
     free(err);
 }
 
+Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), *cand = NULL, cmd[16384], *out = NULL, *err = NULL;
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/named", work);
+    snprintf(cmd, sizeof cmd, PY " make '%s' '%s' renamed", ref, dir);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    cand = dir;
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' '%s'", GM_PHASE0, GM_SHARED_DIR, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert(strstr(out, "\nfirst (") && strstr(out, "verify: PASS"), "%s", out);
+    free(out);
+    free(err);
+    free(ref);
+}
+
+Test(verify, a_candidate_of_no_steps_is_not_checked_rather_than_passed)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), cmd[16384], *out = NULL, *err = NULL, dir[4400];
+    snprintf(dir, sizeof dir, "%s/empty", work);
+    snprintf(cmd, sizeof cmd, PY " make '%s' '%s' ids-only && /usr/bin/python3 -c \"import numpy as np,sys; "
+             "np.save(sys.argv[1] + '/p000/ids.npy', np.zeros(0, np.int32))\" '%s'", ref, dir, dir);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, dir);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert(strstr(out, "not checked: the candidate holds no steps"), "%s", out);
+    free(out);
+    free(err);
+    free(ref);
+}
+
 Test(verify, our_f32_runner_as_a_candidate_passes_with_cosines_near_one)
 {
     char *ref = capture("llama_untied", "ref", NULL), *cand = capture("llama_untied", "f32", "--f32"), *err = NULL;
@@ -342,7 +375,8 @@ Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
         {"swap", "swap", "0,1", 0},          {"noise-small", "noise", "0.0001", 1}, {"noise-mid", "noise", "0.05", -1},
         {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
         {"ids-only", "ids-only", NULL, 1},   {"topk-only", "topk-only", NULL, 1},  {"tie-in", "tie-in", "2", 1},
-        {"tie-out", "tie-out", "2", 0},
+        {"tie-out", "tie-out", "2", 0},      {"topk-reversed", "topk-reversed", NULL, 1},
+        {"nan-logit", "nan-logit", NULL, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *cand = perturbed(ref, cases[i].name, cases[i].mode, cases[i].arg);

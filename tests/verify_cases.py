@@ -78,6 +78,20 @@ def make(ref, out, mode, arg):
             np.save(os.path.join(d, "topk_logits.npy"), logits)
         elif mode == "topk-only":
             os.remove(os.path.join(d, "ids.npy"))
+        elif mode == "topk-reversed":  # as np.argsort writes them: ascending; the rule's order is verify's to make
+            os.remove(os.path.join(d, "ids.npy"))
+            for f in ("topk_ids.npy", "topk_logits.npy"):
+                np.save(os.path.join(d, f), np.load(os.path.join(d, f))[:, ::-1].copy())
+        elif mode == "nan-logit":  # a NaN among the candidate's logits sorts last, as it is never chosen
+            lg = np.load(os.path.join(d, "topk_logits.npy"))
+            lg[:, 1] = np.nan
+            np.save(os.path.join(d, "topk_logits.npy"), lg)
+        elif mode == "renamed":  # the candidate's own name for its prompt folder
+            man = json.load(open(os.path.join(out, "manifest.json")))
+            man["prompts"][0]["name"] = "first"
+            json.dump(man, open(os.path.join(out, "manifest.json"), "w"))
+            os.rename(d, os.path.join(out, "first"))
+            break
         elif mode == "ids-only":
             for f in os.listdir(d):
                 if f not in ("tokens.npy", "ids.npy"):
@@ -94,8 +108,8 @@ def gate_rows(d):
     top = np.load(path)
     lpath = os.path.join(d, "topk_logits.npy")
     if os.path.exists(lpath):
-        lg = np.load(lpath)
-        top = np.array([[i for _, i in sorted(zip(-lg[s].astype(np.float64), top[s]))] for s in range(len(top))])
+        lg = np.nan_to_num(np.load(lpath).astype(np.float64), nan=-np.inf)
+        top = np.array([[i for _, i in sorted(zip(-lg[s], top[s]))] for s in range(len(top))])
     return top[:, :GATE_K]
 
 
@@ -124,7 +138,7 @@ def expect(ref, cand):
         rids = np.load(os.path.join(R, "ids.npy"))
         rtop, ctop = gate_rows(R), gate_rows(C)
         cpath = os.path.join(C, "ids.npy")
-        cids = np.load(cpath) if os.path.exists(cpath) else np.load(os.path.join(C, "topk_ids.npy"))[:, 0]
+        cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
         n = min(len(rids), len(cids), GATE_N)
         verdict, diverge = "OK", None
         for s in range(n):

@@ -2,6 +2,7 @@
 #include "gm/io.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,4 +126,18 @@ int gm_mkdir_p(const char *dir, gm_status *st)
         *p = '/';
     }
     return 0;
+}
+
+/* nftw's callback: each entry, children first */
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int gm_remove_tree(const char *path)
+{
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,7 +33,14 @@ static double seconds(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-int gm_lock(const char *path, const char *what, gm_status *st)
+/* The size of the watched file, -1 when there is none. */
+static long long size_of(const char *path)
+{
+    struct stat sb;
+    return path && stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+int gm_lock(const char *path, const char *what, const char *watch, gm_status *st)
 {
     char dir[4096];
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
@@ -48,6 +56,8 @@ int gm_lock(const char *path, const char *what, gm_status *st)
         return gm_fail(st, GM_EIO, "%s: cannot open the lock file: %s", path, strerror(errno)), -1;
     const int timeout = gm_lock_timeout();
     const double start = seconds();
+    double since = start; /* the last sign of the holder's work */
+    long long size = size_of(watch);
     int told = 0;
     for (;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0)
@@ -56,9 +66,14 @@ int gm_lock(const char *path, const char *what, gm_status *st)
             gm_fail(st, GM_EIO, "%s: cannot lock: %s", path, strerror(errno));
             break;
         }
-        const double waited = seconds() - start;
-        if (waited >= timeout) {
-            gm_fail(st, GM_EIO, "%s: still locked by another process after %d s (%s); wait for it to finish, or "
+        const double now = seconds(), waited = now - start;
+        const long long grown = size_of(watch);
+        if (grown != size) {
+            size = grown;
+            since = now;
+        }
+        if (now - since >= timeout) {
+            gm_fail(st, GM_EIO, "%s: still locked by another process after %d s with no sign of progress (%s); wait for it to finish, or "
                     "raise GM_LOCK_TIMEOUT", path, timeout, what);
             break;
         }
@@ -92,5 +107,5 @@ int gm_lock_folder(const char *dir, gm_status *st)
     if (snprintf(path, sizeof path, "%.*s.%.*s.lock", parent, dir, (int)(dir + n - name), name) >= (int)sizeof path)
         return gm_fail(st, GM_EIO, "%s: path too long", dir), -1;
     snprintf(what, sizeof what, "%.*s/", (int)n, dir);
-    return gm_lock(path, what, st);
+    return gm_lock(path, what, NULL, st);
 }

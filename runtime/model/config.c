@@ -573,8 +573,8 @@ static int open_doc(const reader *r, const char *json, size_t len, cJSON **doc, 
             in_string = 1;
         } else {
             const size_t n = gm_json_nonfinite(copy + i, copy + len);
-            if (n > 0) { /* "NaN" -> "0e0", "Infinity" -> "1e999999", "-Infinity" -> "-1e99999" */
-                memcpy(copy + i, n == 3 ? "0e0" : n == 8 ? "1e999999" : "-1e99999", n);
+            if (n > 0) { /* "NaN" -> "0e0", "Infinity" -> "1e999999", "-Infinity" -> "-1e999999" */
+                memcpy(copy + i, n == 3 ? "0e0" : n == 8 ? "1e999999" : "-1e999999", n);
                 i += n - 1;
             }
         }

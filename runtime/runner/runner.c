@@ -333,6 +333,8 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         gm_pool_run(s->pool, n, mlp_residual_row, &rj);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */
             memcpy(r->layers + (long)l * n * H, s->x, sizeof(float) * (size_t)n * H);
+        if (s->opt.progress && n > 1)
+            s->opt.progress(s->opt.progress_ctx, l + 1, s->L);
     }
     s->pos += n;
 

@@ -33,6 +33,9 @@ typedef struct gm_part {
 
 int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st);
 
+/* rm -rf path (links not followed): 0, or -1 with errno. */
+int gm_remove_tree(const char *path);
+
 /* mkdir -p: dir and every folder above it (0755). */
 int gm_mkdir_p(const char *dir, gm_status *st);
 

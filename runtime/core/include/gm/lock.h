@@ -16,11 +16,14 @@ enum { GM_LOCK_TIMEOUT_DEFAULT = 600, GM_LOCK_NOTICE_AFTER = 3 };
 ** While another process holds it, wait: after GM_LOCK_NOTICE_AFTER seconds
 ** one line on stderr says what is waited on (what: "the blob ...", "models/x/");
 ** after GM_LOCK_TIMEOUT seconds (default GM_LOCK_TIMEOUT_DEFAULT; 0: fail at
-** once) fail with GM_EIO and one line. Returns the lock's descriptor (>= 0),
+** once) fail with GM_EIO and one line. watch (NULL: none) is a file whose
+** growth shows that the holder is at work, a download's <blob>.incomplete:
+** the bound then counts from its last growth, so that a long download is
+** waited for to its end. Returns the lock's descriptor (>= 0),
 ** or -1 with st set. The lock lasts until gm_unlock or the process ends,
 ** however it ends: a killed holder leaves no stale lock.
 */
-int gm_lock(const char *path, const char *what, gm_status *st);
+int gm_lock(const char *path, const char *what, const char *watch, gm_status *st);
 
 /*
 ** The lock of a folder that is replaced whole or edited in place (models/<id>/):

@@ -41,6 +41,9 @@ typedef struct rt_options {
     rt_precision precision;
     int diagnosis;  /* keep every layer's output, the final norm and all positions' logits */
     int threads;    /* <= 0: gm_default_threads() */
+    /* called after each decoder layer of a prefill of two or more tokens (NULL: none), for a progress line */
+    void (*progress)(void *ctx, int layers_done, int n_layers);
+    void *progress_ctx;
 } rt_options;
 
 /*

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -209,13 +211,61 @@ static int has_weights(const char *dir)
     return stat(path, &sb) == 0;
 }
 
+/*
+** Progress where a person waits: on a terminal (stderr), one line rewritten
+** in place while the weights load (the seconds so far) and while a prefill
+** runs (the layers done); nothing when stderr is not a terminal.
+*/
+typedef struct ticker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    const char *what;
+    double t0;
+} ticker;
+
+static void *tick(void *arg)
+{
+    ticker *k = arg;
+    pthread_mutex_lock(&k->mu);
+    while (!k->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 250 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L)
+            until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&k->cv, &k->mu, &until);
+        if (!k->done)
+            fprintf(stderr, "\r  %s ... %.1f s", k->what, now() - k->t0);
+    }
+    pthread_mutex_unlock(&k->mu);
+    fprintf(stderr, "\r\033[K");
+    return NULL;
+}
+
+static void prefill_progress(void *ctx, int done, int n)
+{
+    (void)ctx;
+    fprintf(stderr, done < n ? "\r  prefill: layer %d of %d" : "\r\033[K", done, n);
+}
+
 static void gate1(run *r, void *w)
 {
     gm_status st = {0};
     gate *g = &r->g[0];
     g->name = "weights loadable";
     const double t0 = now();
+    ticker k = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, "loading the weights", t0};
+    pthread_t th;
+    const int show = isatty(STDERR_FILENO) && pthread_create(&th, NULL, tick, &k) == 0;
     const int rc = r->e->load(w, r->weights, &st);
+    if (show) {
+        pthread_mutex_lock(&k.mu);
+        k.done = 1;
+        pthread_cond_signal(&k.cv);
+        pthread_mutex_unlock(&k.mu);
+        pthread_join(th, NULL);
+    }
     r->load_seconds = now() - t0;
     if (rc == 0) {
         gm_config c;
@@ -350,6 +400,10 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
     }
     rt_session *s = NULL;
     double t0 = 0;
+    rt_options shown = *o;
+    if (isatty(STDERR_FILENO))
+        shown.progress = prefill_progress;
+    o = &shown;
     if (rt_session_new(&s, m, o, r->n_tokens + r->n_decode, &st) ||
         (t0 = now(), rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st))) {
         set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);

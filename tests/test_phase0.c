@@ -553,3 +553,21 @@ Test(phase0, version_and_a_bad_option_are_one_line_each)
         free(err);
     }
 }
+
+Test(phase0, a_terminal_sees_the_prefill_progress_and_a_pipe_does_not)
+{
+    char weights[4096], cmd[16384], *toks = tokens_arg("qwen3_tied"), *out = NULL, *err = NULL;
+    snprintf(weights, sizeof weights, "%s/golden/qwen3_tied", GM_SHARED_DIR);
+    snprintf(cmd, sizeof cmd, "script -qec \"'%s' qwen3_tied --weights '%s' %s --no-record\" /dev/null", GM_PHASE0,
+             weights, toks);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
+    cr_expect(strstr(out, "prefill: layer 1 of 2"), "no progress on a terminal:\n%s", out);
+    free(out);
+    char extra[8192];
+    snprintf(extra, sizeof extra, "%s --no-record", toks);
+    cr_assert_eq(phase0("qwen3_tied", weights, extra, &out, &err), 0);
+    cr_expect(!strchr(err, '\r') && !strstr(err, "prefill: layer"), "progress on a pipe: %s", err);
+    free(out);
+    free(err);
+    free(toks);
+}

@@ -31,6 +31,11 @@ soname=$(objdump -p "$prefix/lib/libgenmodel.so" | awk '/SONAME/ {print $2}')
 abi=$(sed -n 's/^#define GM_RUNTIME_ABI \([0-9]*\).*/\1/p' runtime/core/include/gm/status.h)
 [ "$soname" = "libgenmodel.so.$abi" ] || { echo "test-install: soname $soname, expected libgenmodel.so.$abi" >&2; exit 1; }
 "$prefix/bin/gen-model" --version
+for prog in gen-model phase0; do # the man page is the --help text
+  first=$("$prefix/bin/$prog" --help | head -1 | sed 's/[][\\.*^$]/\\&/g')
+  grep -q "^$first" "$prefix/share/man/man1/$prog.1" ||
+    { echo "test-install: $prog.1 does not hold $prog --help's first line" >&2; exit 1; }
+done
 
 step "bash completion: subcommands, options, model ids"
 complete_words() { # the completions bash offers for the words given, the last one being completed

@@ -400,10 +400,10 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
     }
     rt_session *s = NULL;
     double t0 = 0;
-    rt_options shown = *o;
+    rt_options with_progress = *o;
     if (isatty(STDERR_FILENO))
-        shown.progress = prefill_progress;
-    o = &shown;
+        with_progress.progress = prefill_progress;
+    o = &with_progress;
     if (rt_session_new(&s, m, o, r->n_tokens + r->n_decode, &st) ||
         (t0 = now(), rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st))) {
         set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);
@@ -498,21 +498,6 @@ static int all_pass(const run *r)
     return r->g[0].pass && r->g[1].pass && r->g[2].pass;
 }
 
-/* Printable text of a token: quotes, escapes and controls shown as in C. */
-static void shown(const char *s, char *out, size_t size)
-{
-    size_t k = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < size; p++) {
-        if (*p == '\n')
-            k += (size_t)snprintf(out + k, size - k, "\\n");
-        else if (*p < 0x20 || *p == 0x7F)
-            k += (size_t)snprintf(out + k, size - k, "\\x%02x", *p);
-        else
-            out[k++] = (char)*p;
-    }
-    out[k] = '\0';
-}
-
 static void print_text(const run *r)
 {
     gm_config c;
@@ -531,7 +516,7 @@ static void print_text(const run *r)
         printf("top-5 at the last position:\n");
         for (int i = 0; i < 5; i++) {
             char t[160], q[170] = "";
-            shown(r->top5_text[i], t, sizeof t);
+            p0_shown(r->top5_text[i], t, sizeof t);
             if (r->tok)
                 snprintf(q, sizeof q, "\"%s\"", t);
             printf("  %d. %7d  %-22s logit %9.4f  p %.4f\n", i + 1, r->top5[i], q, r->top5_logit[i], r->top5_prob[i]);
@@ -556,7 +541,7 @@ static void print_text(const run *r)
             size_t len = 0;
             gm_status ignore = {0};
             if (gm_tokenizer_decode(r->tok, r->decoded, (size_t)r->n_decode, 0, &text, &len, &ignore) == 0) {
-                shown(text, shown_text, sizeof shown_text);
+                p0_shown(text, shown_text, sizeof shown_text);
                 printf("  \"%s\"\n", shown_text);
             }
             free(text);
@@ -629,7 +614,7 @@ static void progress_entry(const run *r, char *out, size_t size)
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (r->tok)
-        shown(r->top5_text[0], top, sizeof top);
+        p0_shown(r->top5_text[0], top, sizeof top);
     snprintf(out, size,
              "## Phase 0: %s (%s)\n"
              "- Model: %s @ %s (`%s`), weights from `%s`\n"

@@ -1,4 +1,4 @@
-/* Phase 0's marks in progress.md and TODO.md, idempotent, written via rename. */
+/* Phase 0's marks in progress.md and TODO.md, idempotent, written via rename; and the one-line text of a token that they and the reports show. */
 #include "record.h"
 
 #include <stdio.h>
@@ -6,6 +6,21 @@
 #include <string.h>
 
 #include "gm/io.h"
+
+const char *p0_shown(const char *s, char *out, size_t size)
+{
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < size; p++) {
+        if (*p == '\n')
+            k += (size_t)snprintf(out + k, size - k, "\\n");
+        else if (*p < 0x20 || *p == 0x7F)
+            k += (size_t)snprintf(out + k, size - k, "\\x%02x", *p);
+        else
+            out[k++] = (char)*p;
+    }
+    out[k] = '\0';
+    return out;
+}
 
 #define BEGIN "<!-- phase0:begin -->"
 #define END "<!-- phase0:end -->"

@@ -7,6 +7,8 @@
 #ifndef GM_PHASE0_RECORD_H
 #define GM_PHASE0_RECORD_H
 
+#include <stddef.h>
+
 #include "gm/status.h"
 
 /* Put `entry` (Markdown, several lines) as the Phase 0 block of progress.md in model_dir. */
@@ -17,5 +19,11 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st);
 ** blocker (blocker: one line of text, or NULL on a pass).
 */
 int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_status *st);
+
+/*
+** s on one line for a report or a record (a token's text, a prompt): a
+** newline shown as \n, other controls as \xNN, cut to fit out. Returns out.
+*/
+const char *p0_shown(const char *s, char *out, size_t size);
 
 #endif

@@ -27,6 +27,7 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
+#include "record.h"
 
 #define FORMAT "gm-verify/1"
 
@@ -862,25 +863,6 @@ out:
 
 static const char *verdict_name(vf_verdict v) { return v == VF_OK ? "OK" : v == VF_FAIL ? "FAIL" : "not checked"; }
 
-/* s on one line, as C writes it: newlines, tabs, quotes and controls escaped, cut to fit */
-static const char *one_line(const char *s, char *out, size_t size)
-{
-    size_t k = 0;
-    for (; *s && k + 8 < size; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '\n')
-            k += (size_t)snprintf(out + k, size - k, "\\n");
-        else if (c == '\t')
-            k += (size_t)snprintf(out + k, size - k, "\\t");
-        else if (c < 0x20 || c == 0x7f)
-            k += (size_t)snprintf(out + k, size - k, "\\x%02x", c);
-        else
-            out[k++] = (char)c;
-    }
-    out[k] = '\0';
-    return out;
-}
-
 static void print_text(const vf_report *r)
 {
     printf("verify %s: candidate %s against the reference (%s%s%s)\n", r->model, r->cand_label,
@@ -889,12 +871,12 @@ static void print_text(const vf_report *r)
         const vf_prompt *p = &r->prompts[i];
         char text[600];
         printf("\n%s (%d tokens)%s%s\n", p->name, p->n_tokens, p->text ? ": " : "",
-               p->text ? one_line(p->text, text, sizeof text) : "");
+               p->text ? p0_shown(p->text, text, sizeof text) : "");
         printf("  token gate (top-%d, %d steps)  %-11s %s\n", VF_GATE_K, p->n_steps, verdict_name(p->gate), p->gate_why);
         if (p->ref_text && p->cand_text) {
             char a[600], b[600];
-            printf("  reference: %s\n  candidate: %s\n", one_line(p->ref_text, a, sizeof a),
-                   one_line(p->cand_text, b, sizeof b));
+            printf("  reference: %s\n  candidate: %s\n", p0_shown(p->ref_text, a, sizeof a),
+                   p0_shown(p->cand_text, b, sizeof b));
         }
         printf("  phase 2 block gate             %-11s %s\n", verdict_name(p->block), p->block_why);
         if (p->layers) {

@@ -13,26 +13,11 @@
 #include <string.h>
 
 #include "gm/npy.h"
+#include "golden_util.h"
 #include "util.h"
 
 static const char *const goldens[] = {"llama3_tied", "llama_f32_checkpoint", "llama_untied", "llama_untied_sharded",
                                       "mistral_untied", "qwen2_tied", "qwen3_tied"};
-
-/* The seq24 prompt of a golden as "--tokens a,b,c". */
-static char *tokens_arg(const char *id)
-{
-    char path[4096];
-    gm_npy t;
-    gm_status st = {0};
-    snprintf(path, sizeof path, "%s/golden/%s/golden/seq24/tokens.npy", GM_SHARED_DIR, id);
-    cr_assert_eq(gm_npy_read(path, &t, &st), 0, "%s", st.msg);
-    char *s = calloc(1, 16 * t.count + 16);
-    strcpy(s, "--tokens ");
-    for (size_t i = 0; i < t.count; i++)
-        sprintf(s + strlen(s), "%s%d", i ? "," : "", ((int32_t *)t.data)[i]);
-    gm_npy_free(&t);
-    return s;
-}
 
 static int phase0(const char *id, const char *weights, const char *extra, char **out, char **err)
 {
@@ -45,7 +30,7 @@ Test(phase0, passes_all_three_gates_on_every_golden_and_records_it_once, .timeou
 {
     for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
         const char *id = goldens[i];
-        char weights[4096], *toks = tokens_arg(id), *out = NULL, *err = NULL;
+        char weights[4096], *toks = tg_tokens_arg(id), *out = NULL, *err = NULL;
         snprintf(weights, sizeof weights, "%s/golden/%s", GM_SHARED_DIR, id);
         for (int round = 0; round < 2; round++) { /* twice: the record must not duplicate */
             int rc = phase0(id, weights, toks, &out, &err);
@@ -73,7 +58,7 @@ Test(phase0, passes_all_three_gates_on_every_golden_and_records_it_once, .timeou
 
 Test(phase0, json_report_names_every_gate_and_the_measured_times)
 {
-    char weights[4096], *toks = tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
+    char weights[4096], *toks = tg_tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
     snprintf(weights, sizeof weights, "%s/golden/qwen2_tied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --json --no-record", toks);
     cr_assert_eq(phase0("qwen2_tied", weights, extra, &out, NULL), 0);
@@ -91,7 +76,7 @@ Test(phase0, json_report_names_every_gate_and_the_measured_times)
 
 Test(phase0, gm_isa_picks_the_tier_the_report_names_and_refuses_one_the_cpu_lacks)
 {
-    char weights[4096], *toks = tokens_arg("qwen2_tied"), *out = NULL, *err = NULL, extra[8192];
+    char weights[4096], *toks = tg_tokens_arg("qwen2_tied"), *out = NULL, *err = NULL, extra[8192];
     snprintf(weights, sizeof weights, "%s/golden/qwen2_tied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --json --no-record", toks);
     char cmd[16384];
@@ -126,7 +111,7 @@ Test(phase0, gm_isa_picks_the_tier_the_report_names_and_refuses_one_the_cpu_lack
 
 Test(phase0, dumps_load_in_numpy_with_the_goldens_shapes)
 {
-    char *work = tu_tmpdir(), weights[4096], extra[9000], *toks = tokens_arg("llama3_tied"), *out = NULL, *err = NULL;
+    char *work = tu_tmpdir(), weights[4096], extra[9000], *toks = tg_tokens_arg("llama3_tied"), *out = NULL, *err = NULL;
     snprintf(weights, sizeof weights, "%s/golden/llama3_tied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --dump '%s/d' --no-record", toks, work);
     cr_assert_eq(phase0("llama3_tied", weights, extra, &out, &err), 0, "%s", err);
@@ -188,7 +173,7 @@ static char *broken_copy(const char *work, const char *id, const char *name, uin
 /* phase0 fails with want_gate and want_cause in its report, which is returned (malloc'd). */
 static char *expect_failure(const char *id, const char *weights, const char *want_gate, const char *want_cause)
 {
-    char *toks = tokens_arg(id), *out = NULL, *err = NULL, extra[8192];
+    char *toks = tg_tokens_arg(id), *out = NULL, *err = NULL, extra[8192];
     snprintf(extra, sizeof extra, "%s --no-record", toks);
     int rc = phase0(id, weights, extra, &out, &err);
     cr_assert_eq(rc, 1, "exit %d:\n%s%s", rc, out, err);
@@ -341,7 +326,7 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     snprintf(models, sizeof models, "%s/models", work);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/mistral_untied' '%s/'", models, GM_GOLDEN_MODELS, models);
     cr_assert_eq(system(cmd), 0);
-    char *toks = tokens_arg("mistral_untied"), *out = NULL, extra[16384];
+    char *toks = tg_tokens_arg("mistral_untied"), *out = NULL, extra[16384];
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
     cr_assert_eq(phase0("mistral_untied", w, extra, &out, NULL), 1);
     cr_assert(strstr(out, "gate 3 config consistent   FAIL  rope_base (rope_theta) is 1000000, config.json says 10000"),
@@ -428,7 +413,7 @@ ParameterizedTest(size_t *i, phase0, gate3_names_the_field_that_config_json_chan
 Test(phase0, gate3_passes_on_an_unchanged_copy_and_after_an_edit_that_keeps_the_value)
 {
     char *work = tu_tmpdir(), *w = broken_copy(work, "qwen2_tied", NULL, 0, -1);
-    char *toks = tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
+    char *toks = tg_tokens_arg("qwen2_tied"), *out = NULL, extra[8192];
     snprintf(extra, sizeof extra, "%s --no-record", toks);
     for (int round = 0; round < 2; round++) {
         if (round == 1) /* the same values in other spellings */
@@ -473,7 +458,7 @@ Test(phase0, tokenizes_the_canonical_prompt_and_prints_the_top5_as_text)
 
 Test(phase0, decode_reports_hf_greedy_tokens_and_tokens_per_second)
 {
-    char weights[4096], *toks = tokens_arg("mistral_untied"), *out = NULL, extra[8192], path[4096];
+    char weights[4096], *toks = tg_tokens_arg("mistral_untied"), *out = NULL, extra[8192], path[4096];
     snprintf(weights, sizeof weights, "%s/golden/mistral_untied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --decode 16 --json --no-record --threads 2", toks);
     cr_assert_eq(phase0("mistral_untied", weights, extra, &out, NULL), 0, "%s", out);
@@ -504,7 +489,7 @@ Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)
              "echo 'a note of ours' >> '%s/%s/docs/development_progress/progress.md'",
              models, src, models, models, id, models, id);
     cr_assert_eq(system(cmd), 0);
-    char *toks = tokens_arg(id);
+    char *toks = tg_tokens_arg(id);
     for (int round = 0; round < 5; round++) {
         snprintf(cmd, sizeof cmd,
                  "(cd '%s' && for i in 1 2 3; do ( '%s' %s --weights '%s/golden/%s' %s --models '%s' > p$i.out 2>&1; "
@@ -556,7 +541,7 @@ Test(phase0, version_and_a_bad_option_are_one_line_each)
 
 Test(phase0, a_terminal_sees_the_prefill_progress_and_a_pipe_does_not)
 {
-    char weights[4096], cmd[16384], *toks = tokens_arg("qwen3_tied"), *out = NULL, *err = NULL;
+    char weights[4096], cmd[16384], *toks = tg_tokens_arg("qwen3_tied"), *out = NULL, *err = NULL;
     snprintf(weights, sizeof weights, "%s/golden/qwen3_tied", GM_SHARED_DIR);
     snprintf(cmd, sizeof cmd, "script -qec \"'%s' qwen3_tied --weights '%s' %s --no-record\" /dev/null", GM_PHASE0,
              weights, toks);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm/npy.h"
+#include "golden_util.h"
 #include "util.h"
 #include "verify.h"
 
@@ -148,27 +148,12 @@ static void teardown(void)
 
 TestSuite(verify, .init = setup, .fini = teardown, .timeout = 120);
 
-/* The seq24 prompt of a golden as "1,2,3". */
-static char *golden_tokens(const char *id)
-{
-    char path[4096];
-    gm_npy t;
-    gm_status st = {0};
-    snprintf(path, sizeof path, "%s/golden/%s/golden/seq24/tokens.npy", GM_SHARED_DIR, id);
-    cr_assert_eq(gm_npy_read(path, &t, &st), 0, "%s", st.msg);
-    char *s = calloc(1, 16 * t.count + 16);
-    for (size_t i = 0; i < t.count; i++)
-        sprintf(s + strlen(s), "%s%d", i ? "," : "", ((int32_t *)t.data)[i]);
-    gm_npy_free(&t);
-    return s;
-}
-
 /* phase0 capture of a golden into work/<out>; extra options appended. */
 static char *capture(const char *id, const char *out, const char *extra)
 {
-    char *toks = golden_tokens(id), cmd[16384], *err = NULL, *dir = malloc(4400);
+    char *toks = tg_tokens_arg(id), cmd[16384], *err = NULL, *dir = malloc(4400);
     snprintf(dir, 4400, "%s/%s", work, out);
-    snprintf(cmd, sizeof cmd, "'%s' capture %s --weights '%s/golden/%s' --tokens %s --out '%s' %s", GM_PHASE0, id,
+    snprintf(cmd, sizeof cmd, "'%s' capture %s --weights '%s/golden/%s' %s --out '%s' %s", GM_PHASE0, id,
              GM_SHARED_DIR, id, toks, dir, extra ? extra : "");
     cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s: %s", id, err);
     free(err);

@@ -1,4 +1,7 @@
-/* Phase 0's marks in progress.md and TODO.md, idempotent, written via rename; and the one-line text of a token that they and the reports show. */
+/*
+** Phase 0's marks in progress.md and TODO.md, idempotent, written via rename;
+** and the one-line text of a token that they and the reports show.
+*/
 #include "record.h"
 
 #include <stdio.h>

@@ -29,10 +29,7 @@ gen-model --help | head -1
 gen-model --version
 man -w gen-model >/dev/null 2>&1 || [ -e /usr/share/man/man1/gen-model.1.gz ] || [ -e /usr/share/man/man1/gen-model.1 ]
 
-tokens=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<H",d[8:10])[0]
-print(",".join(str(x) for x in struct.unpack("<%di"%((len(d)-10-n)//4), d[10+n:])))' "$golden/golden/seq24/tokens.npy")
-gen-model "$golden" --out "$work/port/models" >/dev/null
-cmake -S tests/downstream -B "$work/b" -DMODELS="$work/port/models" -DIDS=$id >/dev/null
-cmake --build "$work/b" -j"$(nproc)" >/dev/null
-"$work/b/port_phase0" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
+# shellcheck source=tests/downstream/port.sh
+source tests/downstream/port.sh
+port gen-model "$golden" $id "$work"
 echo "== ok"

@@ -15,8 +15,9 @@ golden=$shared/golden/$id
 work=$(mktemp -d "${TMPDIR:-/tmp}/gm-install-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
-tokens=$(python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(); n=struct.unpack("<H",d[8:10])[0]
-print(",".join(str(x) for x in struct.unpack("<%di"%((len(d)-10-n)//4), d[10+n:])))' "$golden/golden/seq24/tokens.npy")
+# shellcheck source=tests/downstream/port.sh
+source tests/downstream/port.sh
+tokens=$(golden_tokens "$golden")
 
 step() { printf '== %s\n' "$*"; }
 step "cmake --install into $prefix"
@@ -50,13 +51,8 @@ for want in "phase0 qw=qwen2_1_5b" "phase0 ca=capture" "phase0 capture --max=--m
   grep -qx -- "$expect" <<<"$got" || { echo "test-install: completing '$words' gave '$got', not $expect" >&2; exit 1; }
 done
 
-step "the installed gen-model scaffolds $id"
-"$prefix/bin/gen-model" "$golden" --out "$work/port/models" >/dev/null
-
-step "find_package(GenModel): a model library and a phase0"
-cmake -S tests/downstream -B "$work/b1" -DCMAKE_PREFIX_PATH="$prefix" -DMODELS="$work/port/models" -DIDS=$id >/dev/null
-cmake --build "$work/b1" -j"$(nproc)" >/dev/null
-"$work/b1/port_phase0" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
+step "the installed gen-model scaffolds $id; find_package(GenModel): a model library and a phase0"
+port "$prefix/bin/gen-model" "$golden" $id "$work" "$prefix"
 
 step "pkg-config and cc, against libgenmodel.so"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig

@@ -187,15 +187,15 @@ static int lock_blob(const char *rdir, const char *blob, gm_status *st)
 /* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
 static int link_blob(const char *rdir, const char *commit, const char *file, const char *blob, gm_status *st)
 {
-    static unsigned serial;
     char snap[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
     pathf(snap, sizeof snap, "%s/snapshots/%s", rdir, commit);
     if (gm_mkdir_p(snap, st))
         return st->code;
     pathf(link, sizeof link, "%s/%s", snap, file);
-    pathf(tmp, sizeof tmp, "%s.%d.%u.tmp", link, (int)getpid(), serial++);
+    if (gm_tmp_name(tmp, sizeof tmp, link) != 0)
+        return gm_fail(st, GM_EIO, "%s: path too long", link);
     pathf(target, sizeof target, "../../blobs/%s", blob);
-    unlink(tmp);
+    unlink(tmp); /* a dead process's, one that had our pid */
     if (symlink(target, tmp) != 0 || rename(tmp, link) != 0) {
         unlink(tmp);
         return gm_fail(st, GM_EIO, "%s: cannot link to %s: %s", link, target, strerror(errno));

@@ -58,15 +58,21 @@ out:
     return st->code;
 }
 
+int gm_tmp_name(char *out, size_t size, const char *path)
+{
+    static unsigned serial;
+    const int n = snprintf(out, size, "%s.%ld.%u.tmp", path, (long)getpid(),
+                           __atomic_fetch_add(&serial, 1u, __ATOMIC_RELAXED));
+    return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
 int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st)
 {
-    /* a name of this process's own: writers of one path in several processes never share a temporary */
-    static unsigned serial;
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(),
-                 __atomic_fetch_add(&serial, 1u, __ATOMIC_RELAXED)) >= (int)sizeof tmp)
+    if (gm_tmp_name(tmp, sizeof tmp, path) != 0)
         return gm_fail(st, GM_EIO, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    /* truncated, not exclusive: a file of this name is a dead process's (one that had our pid) */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     for (size_t i = 0; i < n_parts; i++) {

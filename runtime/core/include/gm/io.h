@@ -33,6 +33,12 @@ typedef struct gm_part {
 
 int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st);
 
+/*
+** A temporary name beside path of this process's own (path.<pid>.<n>.tmp): writers of one
+** path in several processes, or threads of one, never share one. 0, or -1 when it does not fit.
+*/
+int gm_tmp_name(char *out, size_t size, const char *path);
+
 /* rm -rf path (links not followed): 0, or -1 with errno. */
 int gm_remove_tree(const char *path);
 

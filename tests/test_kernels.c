@@ -6,12 +6,14 @@
 */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gm/bf16.h"
 #include "gm/kernels.h"
 #include "gm/pool.h"
+#include "kernels_impl.h"
 
 static unsigned seed = 1;
 static float rnd(void)
@@ -145,7 +147,7 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
                     Y[o] = malloc(sizeof(float) * T * Ns[o]);
                     W[o] = malloc(2 * (size_t)K * Ns[o]);
                     fill(X, T * K, W[o], K * Ns[o], K);
-                    outs[o] = (gm_out){Y[o], W[o], NULL, Ns[o]};
+                    outs[o] = (gm_out){.Y = Y[o], .W = W[o], .N = Ns[o]};
                 }
                 gm_matmul_outs(pool, X, T, K, outs, OUTS, 1);
                 for (int o = 0; o < OUTS; o++) {
@@ -164,9 +166,6 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
     }
 }
 
-/* The tiers whose products of two or more rows run on AMX tiles, in TDPBF16PS's order of the sums. */
-static int tiles(const char *tier) { return !strncmp(tier, "amx", 3); }
-
 static float daz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x; }
 
 /*
@@ -174,17 +173,17 @@ static float daz(float x) { return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x
 ** from the kernels' model: for each 32 values of k (one instruction, zeros
 ** past K), the even and the odd products summed apart, each step rounded to
 ** nearest even with denormals flushed to zero; then the two added, and that
-** to the output.
+** to the output. Wn: W as (N, K) rows.
 */
-static float tile_order(const float *x, const gm_bf16 *W, int K, int N, int n)
+static float tile_order(const float *x, const gm_bf16 *Wn, int K, int n)
 {
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += 32) {
         float even = 0.0f, odd = 0.0f;
         for (int k = k0; k < k0 + 32; k += 2) {
             const float x0 = k < K ? x[k] : 0.0f, x1 = k + 1 < K ? x[k + 1] : 0.0f;
-            const float w0 = k < K ? gm_bf16_to_f32(W[(long)k * N + n]) : 0.0f;
-            const float w1 = k + 1 < K ? gm_bf16_to_f32(W[(long)(k + 1) * N + n]) : 0.0f;
+            const float w0 = k < K ? gm_bf16_to_f32(Wn[(long)n * K + k]) : 0.0f;
+            const float w1 = k + 1 < K ? gm_bf16_to_f32(Wn[(long)n * K + k + 1]) : 0.0f;
             even = daz(fmaf(daz(x0), daz(w0), even));
             odd = daz(fmaf(daz(x1), daz(w1), odd));
         }
@@ -193,14 +192,25 @@ static float tile_order(const float *x, const gm_bf16 *W, int K, int N, int n)
     return acc;
 }
 
-/* Y as gm_matmul makes it on a tiles tier: tile_order, then the bias and the one rounding. */
-static void tile_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *b, int T, int K, int N, int round)
+/* Y as a tiles tier makes it: tile_order, then the bias and the one rounding. */
+static void tile_reference(float *Y, const float *X, const gm_bf16 *Wn, const gm_bf16 *b, int T, int K, int N,
+                           int round)
 {
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
-            const float y = tile_order(X + (long)t * K, W, K, N, n) + gm_bf16_to_f32(b[n]);
+            const float y = tile_order(X + (long)t * K, Wn, K, n) + gm_bf16_to_f32(b[n]);
             Y[(long)t * N + n] = round ? gm_bf16_to_f32(gm_f32_to_bf16(y)) : y;
         }
+}
+
+/* W[K][N] as Wn[N][K] */
+static gm_bf16 *rows_of(const gm_bf16 *W, int K, int N)
+{
+    gm_bf16 *Wn = malloc(2 * (size_t)K * N);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++)
+            Wn[(long)n * K + k] = W[(long)k * N + n];
+    return Wn;
 }
 
 Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
@@ -208,18 +218,21 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     /*
     ** With X holding bf16 values (the runner's bf16 mode), every product x * w
     ** is exact in f32, so a fused multiply-add and a multiply then an add round
-    ** alike, and each output, one sum in k order, is the same on every tier
-    ** but the AMX ones, whose tile products (two or more rows) sum in the
-    ** ISA's order: those are checked against tile_order, bit for bit on the
-    ** software model. On AMX hardware the check is logged, not asserted, on
-    ** these inputs: the model follows the SDM's text, and the sums below are
-    ** inexact, so a difference between the text and the silicon would show
-    ** here first (the next test asserts hardware and model agree where every
-    ** sum is exact, and the golden tests run the hardware tier end to end).
-    ** (In f32 mode FMA and multiply-add differ in the last bits; gm_matmul_nt's
-    ** AVX2 dot products sum in lanes.)
+    ** alike, and each output of an (in, out) product, one sum in k order, is
+    ** the same on every tier, the AMX ones too (they leave that form to the
+    ** AVX-512 tier). An (out, in) product sums in the tier's order
+    ** (gm_tier_info): in k order on the portable tier (the same bits as the
+    ** (in, out) product), in TDPBF16PS's order on the tiles tiers, checked
+    ** against tile_order bit for bit on the software model. On AMX hardware
+    ** the check is logged, not asserted, on these inputs: the model follows
+    ** the SDM's text, and the sums below are inexact, so a difference between
+    ** the text and the silicon would show here first (the next test asserts
+    ** hardware and model agree where every sum is exact, and the golden tests
+    ** run the hardware tier end to end). The FMA tiers' dot products sum in
+    ** lanes: within a bf16 ulp of the reference.
     */
-    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {2, 64, 48}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}};
+    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {2, 64, 48}, {7, 260, 200}, {32, 513, 390},
+                             {33, 96, 263}, {70, 2100, 40}};
     gm_pool *pool = gm_pool_new(2);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -228,31 +241,42 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
             Y[i] = malloc(sizeof(float) * T * N);
         gm_bf16 *W = malloc(2 * (size_t)K * N), *b = malloc(2 * (size_t)N);
         fill(X, T * K, W, K * N, K);
+        gm_bf16 *Wn = rows_of(W, K, N);
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
         for (int round = 0; round < 2; round++) {
             gm_kernels_select("portable");
             gm_matmul(pool, Y[0], X, W, b, T, K, N, round);
-            tile_reference(Y[2], X, W, b, T, K, N, round);
+            tile_reference(Y[2], X, Wn, b, T, K, N, round);
             EACH_TIER(t) {
                 gm_matmul(pool, Y[1], X, W, b, T, K, N, round);
-                const float *want = tiles(t) && T > 1 ? Y[2] : Y[0];
-                if (strcmp(t, "amx") || T == 1) {
-                    cr_assert(memcmp(want, Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d round=%d: %s and %s differ",
-                              T, K, N, round, t, want == Y[0] ? "portable" : "the SDM's tile order");
+                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
+                          "T=%d K=%d N=%d round=%d: (in, out) on %s and portable differ", T, K, N, round, t);
+                const gm_out o = {.Y = Y[1], .W = Wn, .bias = b, .N = N, .form = GM_W_NK};
+                gm_matmul_outs(pool, X, T, K, &o, 1, round);
+                const gm_tier_info *ti = gm_kernels_info(t);
+                if (!ti->tile_sums && !ti->lanes) {
+                    cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
+                              "T=%d K=%d N=%d round=%d: (out, in) on %s differs from (in, out)", T, K, N, round, t);
                     continue;
                 }
+                if (ti->tile_sums && ti->model) {
+                    cr_assert(memcmp(Y[2], Y[1], sizeof(float) * T * N) == 0,
+                              "T=%d K=%d N=%d round=%d: %s and the SDM's tile order differ", T, K, N, round, t);
+                    continue;
+                }
+                const float *want = ti->tile_sums ? Y[2] : Y[0];
                 int same = 0;
                 for (int i = 0; i < T * N; i++) {
                     same += memcmp(&want[i], &Y[1][i], 4) == 0;
-                    cr_assert(fabsf(want[i] - Y[1][i]) <= 0.0079f * fabsf(want[i]) + 1e-6f, "amx [%d]: %g, model %g", i,
-                              Y[1][i], want[i]);
+                    cr_assert(fabsf(want[i] - Y[1][i]) <= 0.0079f * fabsf(want[i]) + 1e-6f, "%s [%d]: %g, expected %g",
+                              t, i, Y[1][i], want[i]);
                 }
-                cr_log_info("amx hardware, T=%d K=%d N=%d round=%d: %d of %d outputs bit-identical to the SDM's order", T,
-                            K, N, round, same, T * N);
+                cr_log_info("%s, (out, in), T=%d K=%d N=%d round=%d: %d of %d outputs bit-identical to %s", t, T, K, N,
+                            round, same, T * N, ti->tile_sums ? "the SDM's tile order" : "k order");
             }
         }
-        free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(b);
+        free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(Wn), free(b);
     }
     done();
     gm_pool_free(pool);
@@ -261,7 +285,7 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
 Test(kernels, exact_sums_give_the_same_bits_on_every_tier_the_amx_ones_too)
 {
     /* small integers: every partial sum exact in f32, so any order of the sums gives the same bits */
-    const int shapes[][3] = {{2, 64, 48}, {17, 300, 200}, {32, 513, 390}, {50, 1536, 100}};
+    const int shapes[][3] = {{1, 64, 48}, {2, 64, 48}, {17, 300, 200}, {32, 513, 390}, {50, 1536, 100}, {40, 2200, 70}};
     gm_pool *pool = gm_pool_new(2);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
@@ -271,13 +295,17 @@ Test(kernels, exact_sums_give_the_same_bits_on_every_tier_the_amx_ones_too)
             X[i] = (float)((int)(rnd() * 3.0f));
         for (int i = 0; i < K * N; i++)
             W[i] = gm_f32_to_bf16((float)((int)(rnd() * 3.0f)));
+        gm_bf16 *Wn = rows_of(W, K, N);
         gm_kernels_select("portable");
         gm_matmul(pool, Y[0], X, W, NULL, T, K, N, 0);
         EACH_TIER(t) {
             gm_matmul(pool, Y[1], X, W, NULL, T, K, N, 0);
             cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d: %s and portable differ", T, K, N, t);
+            gm_matmul_nt(pool, Y[1], X, Wn, T, K, N, 0);
+            cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d N=%d: (out, in) on %s and portable differ",
+                      T, K, N, t);
         }
-        free(X), free(Y[0]), free(Y[1]), free(W);
+        free(X), free(Y[0]), free(Y[1]), free(W), free(Wn);
     }
     done();
     gm_pool_free(pool);
@@ -466,4 +494,107 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
             free(S[k]), free(O[k]);
     }
     done();
+}
+
+/* ---------------------------------------------------------------------- */
+/* the epilogues, and what a tile product reads */
+
+/*
+** Each epilogue is the product, then the step, whatever the tier folds into
+** its products: GM_EP_ADD is the stored output added into R with one
+** rounding; GM_EP_SWIGLU is gate and up stored, then gm_swiglu. Both forms
+** of W, one row and many (more than two blocks of 32 tokens), k longer
+** than a piece of the tile products (2100 > GM_NK_KC) and with a tail,
+** outputs past a stripe, on 2 threads.
+*/
+Test(kernels, epilogues_are_the_product_then_the_step_on_every_tier)
+{
+    const int shapes[][3] = {{1, 300, 200}, {7, 64, 48}, {70, 2100, 72}, {33, 96, 263}};
+    gm_pool *pool = gm_pool_new(2);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        const size_t ny = (size_t)T * N;
+        float *X = malloc(sizeof(float) * T * K), *R0 = malloc(sizeof(float) * ny);
+        float *g = malloc(sizeof(float) * ny), *u = malloc(sizeof(float) * ny), *g2 = malloc(sizeof(float) * ny);
+        float *u2 = malloc(sizeof(float) * ny), *R = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
+        gm_bf16 *W[2] = {malloc(2 * (size_t)K * N), malloc(2 * (size_t)K * N)}, *Wn[2], *b = malloc(2 * (size_t)N);
+        fill(X, T * K, W[0], K * N, K);
+        fill(X, 0, W[1], K * N, K);
+        Wn[0] = rows_of(W[0], K, N), Wn[1] = rows_of(W[1], K, N);
+        for (int i = 0; i < N; i++)
+            b[i] = gm_f32_to_bf16(0.2f * rnd());
+        for (size_t i = 0; i < ny; i++)
+            R0[i] = gm_bf16_to_f32(gm_f32_to_bf16(4.0f * rnd()));
+        EACH_TIER(t)
+        for (int form = GM_W_KN; form <= GM_W_NK; form++)
+            for (int round = 0; round < 2; round++) {
+                const gm_bf16 *const *w = form == GM_W_KN ? (const gm_bf16 *const *)W : (const gm_bf16 *const *)Wn;
+                /* the residual add */
+                const gm_out plain = {.Y = want, .W = w[0], .bias = b, .N = N, .form = (gm_wform)form};
+                gm_matmul_outs(pool, X, T, K, &plain, 1, round);
+                memcpy(R, R0, sizeof(float) * ny);
+                const gm_out add = {.Y = g, .W = w[0], .bias = b, .N = N, .form = (gm_wform)form, .R = R};
+                gm_matmul_ep(pool, X, T, K, &add, 1, round, GM_EP_ADD);
+                cr_assert(memcmp(g, want, sizeof(float) * ny) == 0, "%s form %d T=%d: GM_EP_ADD's Y", t, form, T);
+                for (size_t i = 0; i < ny; i++) {
+                    float x = R0[i];
+                    gm_add_round(&x, &want[i], 1, round);
+                    cr_assert(memcmp(&x, &R[i], 4) == 0, "%s form %d T=%d K=%d N=%d round=%d: R[%zu] %g, expected %g",
+                              t, form, T, K, N, round, i, R[i], x);
+                }
+                /* SwiGLU */
+                const gm_out gu[] = {{.Y = g, .W = w[0], .N = N, .form = (gm_wform)form},
+                                     {.Y = u, .W = w[1], .N = N, .form = (gm_wform)form}};
+                gm_matmul_outs(pool, X, T, K, gu, 2, round);
+                gm_swiglu(g, u, (int)ny, round);
+                const gm_out gu2[] = {{.Y = g2, .W = w[0], .N = N, .form = (gm_wform)form},
+                                      {.Y = u2, .W = w[1], .N = N, .form = (gm_wform)form}};
+                gm_matmul_ep(pool, X, T, K, gu2, 2, round, GM_EP_SWIGLU);
+                cr_assert(memcmp(g, g2, sizeof(float) * ny) == 0, "%s form %d T=%d K=%d N=%d round=%d: GM_EP_SWIGLU",
+                          t, form, T, K, N, round);
+            }
+        free(X), free(R0), free(g), free(u), free(g2), free(u2), free(R), free(want), free(b);
+        for (int i = 0; i < 2; i++)
+            free(W[i]), free(Wn[i]);
+    }
+    done();
+    gm_pool_free(pool);
+}
+
+/*
+** The AMX tier's products against W (out, in) read each byte of W once, on
+** tiles, and nothing else of it: on the software model, a 32-row product
+** (a prefill's, one token block pair) loads exactly W's bytes into tiles,
+** for one output, for a SwiGLU pair, and for one row (decode); shapes whose
+** rows and k fill whole tiles, so no edge copy reads W either.
+*/
+Test(kernels, amx_products_read_each_weight_byte_once)
+{
+    const int shapes[][3] = {{32, 1536, 256}, {32, 2560, 96}, {1, 1536, 256}, {17, 64, 512}};
+    gm_pool *pool = gm_pool_new(2);
+    cr_assert_eq(gm_kernels_select("amx-model"), 0);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+        const size_t bytes = 2 * (size_t)K * N;
+        float *X = malloc(sizeof(float) * T * K), *Y[2] = {malloc(sizeof(float) * T * N), malloc(sizeof(float) * T * N)};
+        gm_bf16 *W = malloc(2 * bytes); /* gate's rows, then up's */
+        fill(X, T * K, W, 2 * K * N, K);
+        gm_tile_watch.lo = (uintptr_t)W, gm_tile_watch.hi = (uintptr_t)W + bytes;
+        atomic_store(&gm_tile_watch.bytes, 0);
+        const gm_out one = {.Y = Y[0], .W = W, .N = N, .form = GM_W_NK};
+        gm_matmul_outs(pool, X, T, K, &one, 1, 1);
+        cr_assert_eq(atomic_load(&gm_tile_watch.bytes), bytes, "T=%d K=%d N=%d: %zu bytes of W loaded, W has %zu", T, K,
+                     N, atomic_load(&gm_tile_watch.bytes), bytes);
+        gm_tile_watch.hi = (uintptr_t)W + 2 * bytes;
+        atomic_store(&gm_tile_watch.bytes, 0);
+        const gm_out pair[] = {{.Y = Y[0], .W = W, .N = N, .form = GM_W_NK},
+                               {.Y = Y[1], .W = W + (size_t)K * N, .N = N, .form = GM_W_NK}};
+        gm_matmul_ep(pool, X, T, K, pair, 2, 1, GM_EP_SWIGLU);
+        cr_assert_eq(atomic_load(&gm_tile_watch.bytes), 2 * bytes, "T=%d K=%d N=%d, SwiGLU: %zu bytes of W loaded", T, K,
+                     N, atomic_load(&gm_tile_watch.bytes));
+        gm_tile_watch.lo = gm_tile_watch.hi = 0;
+        free(X), free(Y[0]), free(Y[1]), free(W);
+    }
+    done();
+    gm_pool_free(pool);
 }

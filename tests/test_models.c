@@ -15,6 +15,7 @@
 #include "gm/bf16.h"
 #include "gm/config.h"
 #include "gm/npy.h"
+#include "gm/kernels.h"
 #include "gm/registry.h"
 #include "gm/rope.h"
 #include "util.h"
@@ -132,13 +133,13 @@ static gm_bf16 raw_bf16(const raw_tensor *r, size_t k)
     return gm_f32_to_bf16(f);
 }
 
-static void assert_loads_bit_exact(const gm_model_entry *e)
+static void assert_loads_bit_exact(const gm_model_entry *e, gm_wform form)
 {
     char dir[4096], path[4400];
     snprintf(dir, sizeof dir, "%s/golden/%s", GM_SHARED_DIR, e->id);
     void *w = calloc(1, e->weights_size);
     gm_status st = {0};
-    cr_assert_eq(e->load(w, dir, &st), 0, "%s: %s", e->id, st.msg);
+    cr_assert_eq(e->load_form(w, dir, form, &st), 0, "%s: %s", e->id, st.msg);
 
     gm_config cfg;
     e->config(&cfg);
@@ -160,12 +161,12 @@ static void assert_loads_bit_exact(const gm_model_entry *e)
             const int64_t rows = raw[i].shape[0], cols = raw[i].rank == 2 ? raw[i].shape[1] : 1;
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t c = 0; c < cols; c++) {
-                    /* HF (out, in) at [r][c]; held transposed at [c][r] */
-                    const size_t at = spec->transpose ? (size_t)(c * rows + r) : (size_t)(r * cols + c);
+                    /* HF (out, in) at [r][c]; a projection in the form GM_W_KN held transposed, at [c][r] */
+                    const size_t at = spec->transpose && form == GM_W_KN ? (size_t)(c * rows + r) : (size_t)(r * cols + c);
                     const gm_bf16 want = raw_bf16(&raw[i], (size_t)(r * cols + c));
                     if (got[at] != want)
-                        cr_assert_fail("%s: %s[%lld][%lld] is 0x%04x, the file gives 0x%04x", e->id, raw[i].name,
-                                       (long long)r, (long long)c, got[at], want);
+                        cr_assert_fail("%s, form %d: %s[%lld][%lld] is 0x%04x, the file gives 0x%04x", e->id, form,
+                                       raw[i].name, (long long)r, (long long)c, got[at], want);
                 }
             checked++;
         }
@@ -180,14 +181,38 @@ static void assert_loads_bit_exact(const gm_model_entry *e)
     free(w);
 }
 
-Test(models, golden_loader_returns_every_tensor_bit_exact_and_transposed)
+Test(models, golden_loader_returns_every_tensor_bit_exact_in_either_form)
 {
     int n = 0;
     GM_FOR_EACH_MODEL(e, gm_golden_models) {
-        assert_loads_bit_exact(e);
+        assert_loads_bit_exact(e, GM_W_KN);
+        assert_loads_bit_exact(e, GM_W_NK);
         n++;
     }
     cr_assert_eq(n, 7, "expected the 7 golden models, found %d", n);
+}
+
+Test(models, the_registry_loads_in_the_form_the_running_tier_reads)
+{
+    const gm_model_entry *e = gm_golden_models[0];
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/golden/%s", GM_SHARED_DIR, e->id);
+    for (const char *const *t = gm_kernels_tiers(); *t; t++) {
+        if (gm_kernels_select(*t) != 0)
+            continue;
+        void *w = calloc(1, e->weights_size);
+        gm_status st = {0};
+        cr_assert_eq(e->load(w, dir, &st), 0, "%s", st.msg);
+        rt_layer *layers = calloc((size_t)e->n_layers, sizeof *layers);
+        rt_model m;
+        e->view(w, layers, &m);
+        cr_assert_eq(m.wform, gm_kernels_info(*t)->wform, "%s: loaded in form %d", *t, m.wform);
+        cr_assert_eq(m.wform, !strncmp(*t, "amx", 3) ? GM_W_NK : GM_W_KN, "%s", *t);
+        e->free(w);
+        free(w);
+        free(layers);
+    }
+    gm_kernels_select(NULL);
 }
 
 Test(models, golden_loader_reports_a_wrong_folder)

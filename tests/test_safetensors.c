@@ -1187,24 +1187,32 @@ Test(weights_load, loads_pieces_and_blocks_of_rows_bit_exact, .init = make_dir, 
         {"small", 0, offsetof(fixture_weights, small), 2, {SR, SC}, 1},
         {"vec", 0, offsetof(fixture_weights, vec), 1, {VN, 0}, 0},
     };
-    for (int threads = 1; threads <= 3; threads++) {
-        fixture_weights w = {0};
-        gm_arena arena;
-        const gm_weights_layout lay = {&w, NULL, 0, 0, &arena};
-        gm_status st = {0};
-        cr_assert_eq(gm_weights_load(&lay, specs, 3, fixture_dir, threads, &st), GM_OK, "%s", st.msg);
-        for (size_t r = 0; r < BR; r++)
-            for (size_t c = 0; c < BC; c++)
-                if (w.big[c * BR + r] != big[r * BC + c])
-                    cr_assert_fail("%d threads: big[%zu][%zu] is 0x%04x, the file's 0x%04x", threads, r, c,
-                                   w.big[c * BR + r], big[r * BC + c]);
-        for (int r = 0; r < SR; r++)
-            for (int c = 0; c < SC; c++)
-                cr_assert_eq(w.small[c * SR + r], gm_f32_to_bf16(small[r * SC + c]), "%d threads: small[%d][%d]",
-                             threads, r, c);
-        cr_assert_eq(memcmp(w.vec, vec, vec_bytes), 0, "%d threads: vec differs", threads);
-        gm_weights_free(&lay, specs, 3);
-        cr_assert_null(w.big);
-    }
+    for (int form = GM_W_KN; form <= GM_W_NK; form++)
+        for (int threads = 1; threads <= 3; threads++) {
+            fixture_weights w = {0};
+            gm_arena arena;
+            const gm_weights_layout lay = {&w, NULL, 0, 0, &arena, (gm_wform)form};
+            gm_status st = {0};
+            cr_assert_eq(gm_weights_load(&lay, specs, 3, fixture_dir, threads, &st), GM_OK, "%s", st.msg);
+            const int kn = form == GM_W_KN;
+            for (size_t r = 0; r < BR; r++)
+                for (size_t c = 0; c < BC; c++)
+                    if (w.big[kn ? c * BR + r : r * BC + c] != big[r * BC + c])
+                        cr_assert_fail("form %d, %d threads: big[%zu][%zu] differs from the file's 0x%04x", form,
+                                       threads, r, c, big[r * BC + c]);
+            for (int r = 0; r < SR; r++)
+                for (int c = 0; c < SC; c++)
+                    cr_assert_eq(w.small[kn ? c * SR + r : r * SC + c], gm_f32_to_bf16(small[r * SC + c]),
+                                 "form %d, %d threads: small[%d][%d]", form, threads, r, c);
+            cr_assert_eq(memcmp(w.vec, vec, vec_bytes), 0, "%d threads: vec differs", threads);
+            /* what the file holds as it is used stays in its mapping; only what is transformed takes the arena */
+            const char *lo = arena.base, *hi = lo + arena.size;
+            const size_t want = (kn ? (big_bytes + 63) / 64 * 64 : 0) + (SR * SC * 2 + 63) / 64 * 64;
+            cr_assert_eq(arena.size, want, "form %d: an arena of %zu bytes, expected %zu", form, arena.size, want);
+            cr_assert((const char *)w.vec < lo || (const char *)w.vec >= hi, "vec was copied");
+            cr_assert(kn || (const char *)w.big < lo || (const char *)w.big >= hi, "form %d: big was copied", form);
+            gm_weights_free(&lay, specs, 3);
+            cr_assert_null(w.big);
+        }
     free(data);
 }

@@ -272,7 +272,7 @@ local function tensor_view(spec, cfg)
   end
   local tied = spec.tied and cfg.tie_word_embeddings
   local comment = string.format("(%s) = (%s), from %s%s", table.concat(held_names, ", "),
-    table.concat(held, ", "), spec.hf, spec.transpose and ", transposed" or "")
+    table.concat(held, ", "), spec.hf, spec.transpose and ", transposed (as stored in the form GM_W_NK)" or "")
   if tied then comment = string.format("(%s) = (%s), tied: aliases %s (%s absent)",
       table.concat(held_names, ", "), table.concat(held, ", "), spec.tied, spec.hf) end
   return {

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "llama_3_2_1b_weights.c was generated for runtime ABI 2; run: gen-model models/llama_3_2_1b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "llama_3_2_1b_weights.c was generated for runtime ABI 3; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
 const char llama_3_2_1b_hf_repo[] = "meta-llama/Llama-3.2-1B";
@@ -65,7 +65,8 @@ void llama_3_2_1b_config_export(const llama_3_2_1b_Config *c, gm_config *out)
 
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
-** shape as HF stores it, and whether it is handed over transposed, (in, out).
+** shape as HF stores it, and whether it is a projection, handed over
+** transposed, (in, out), in the form GM_W_KN.
 */
 static const gm_tensor_spec tensors[] = {
     {"model.embed_tokens.weight", 0, offsetof(llama_3_2_1b_Weights, tok_embd), 2, {128256, 2048}, 0}, /* (vocab_size, emb_dim) */
@@ -83,14 +84,20 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(llama_3_2_1b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], LLAMA_3_2_1B_N_LAYERS, &w->arena};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], LLAMA_3_2_1B_N_LAYERS, &w->arena, w->form};
     return lay;
 }
 
 int llama_3_2_1b_weights_load(llama_3_2_1b_Weights *w, const char *dir, gm_status *st)
 {
+    return llama_3_2_1b_weights_load_form(w, dir, GM_W_KN, st);
+}
+
+int llama_3_2_1b_weights_load_form(llama_3_2_1b_Weights *w, const char *dir, gm_wform form, gm_status *st)
+{
     memset(w, 0, sizeof *w);
     w->config = llama_3_2_1b_config_default();
+    w->form = form;
     const gm_weights_layout lay = layout(w);
     if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
@@ -116,6 +123,7 @@ void llama_3_2_1b_runner_view(const llama_3_2_1b_Weights *w, rt_layer *layers, r
 {
     memset(m, 0, sizeof *m);
     llama_3_2_1b_config_export(&w->config, &m->cfg);
+    m->wform = w->form;
     m->tok_embd = w->tok_embd;
     m->out_norm = w->out_norm;
     m->lm_head = w->lm_head;

@@ -10,10 +10,11 @@
 
 #include <stdbool.h>
 
+#include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "meta_llama_3_8b_registry.c was generated for runtime ABI 2; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "meta_llama_3_8b_registry.c was generated for runtime ABI 3; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 static void config(gm_config *out)
@@ -22,7 +23,15 @@ static void config(gm_config *out)
     meta_llama_3_8b_config_export(&c, out);
 }
 
-static int load(void *w, const char *dir, gm_status *st) { return meta_llama_3_8b_weights_load(w, dir, st); }
+static int load(void *w, const char *dir, gm_status *st)
+{
+    return meta_llama_3_8b_weights_load_form(w, dir, gm_kernels_wform(), st);
+}
+
+static int load_form(void *w, const char *dir, gm_wform form, gm_status *st)
+{
+    return meta_llama_3_8b_weights_load_form(w, dir, form, st);
+}
 
 static void release(void *w) { meta_llama_3_8b_weights_free(w); }
 
@@ -43,6 +52,7 @@ const gm_model_entry meta_llama_3_8b_model_entry = {
     .config = config,
     .weights_size = sizeof(meta_llama_3_8b_Weights),
     .load = load,
+    .load_form = load_form,
     .free = release,
     .find = find,
     .rope_table = meta_llama_3_8b_rope_table,

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "meta_llama_3_8b_weights.c was generated for runtime ABI 2; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "meta_llama_3_8b_weights.c was generated for runtime ABI 3; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 const char meta_llama_3_8b_hf_repo[] = "meta-llama/Meta-Llama-3-8B";
@@ -65,7 +65,8 @@ void meta_llama_3_8b_config_export(const meta_llama_3_8b_Config *c, gm_config *o
 
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
-** shape as HF stores it, and whether it is handed over transposed, (in, out).
+** shape as HF stores it, and whether it is a projection, handed over
+** transposed, (in, out), in the form GM_W_KN.
 */
 static const gm_tensor_spec tensors[] = {
     {"model.embed_tokens.weight", 0, offsetof(meta_llama_3_8b_Weights, tok_embd), 2, {128256, 4096}, 0}, /* (vocab_size, emb_dim) */
@@ -84,14 +85,20 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(meta_llama_3_8b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], META_LLAMA_3_8B_N_LAYERS, &w->arena};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], META_LLAMA_3_8B_N_LAYERS, &w->arena, w->form};
     return lay;
 }
 
 int meta_llama_3_8b_weights_load(meta_llama_3_8b_Weights *w, const char *dir, gm_status *st)
 {
+    return meta_llama_3_8b_weights_load_form(w, dir, GM_W_KN, st);
+}
+
+int meta_llama_3_8b_weights_load_form(meta_llama_3_8b_Weights *w, const char *dir, gm_wform form, gm_status *st)
+{
     memset(w, 0, sizeof *w);
     w->config = meta_llama_3_8b_config_default();
+    w->form = form;
     const gm_weights_layout lay = layout(w);
     if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
@@ -116,6 +123,7 @@ void meta_llama_3_8b_runner_view(const meta_llama_3_8b_Weights *w, rt_layer *lay
 {
     memset(m, 0, sizeof *m);
     meta_llama_3_8b_config_export(&w->config, &m->cfg);
+    m->wform = w->form;
     m->tok_embd = w->tok_embd;
     m->out_norm = w->out_norm;
     m->lm_head = w->lm_head;

@@ -10,10 +10,11 @@
 
 #include <stdbool.h>
 
+#include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "mistral_7b_v0_3_registry.c was generated for runtime ABI 2; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "mistral_7b_v0_3_registry.c was generated for runtime ABI 3; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 static void config(gm_config *out)
@@ -22,7 +23,15 @@ static void config(gm_config *out)
     mistral_7b_v0_3_config_export(&c, out);
 }
 
-static int load(void *w, const char *dir, gm_status *st) { return mistral_7b_v0_3_weights_load(w, dir, st); }
+static int load(void *w, const char *dir, gm_status *st)
+{
+    return mistral_7b_v0_3_weights_load_form(w, dir, gm_kernels_wform(), st);
+}
+
+static int load_form(void *w, const char *dir, gm_wform form, gm_status *st)
+{
+    return mistral_7b_v0_3_weights_load_form(w, dir, form, st);
+}
 
 static void release(void *w) { mistral_7b_v0_3_weights_free(w); }
 
@@ -43,6 +52,7 @@ const gm_model_entry mistral_7b_v0_3_model_entry = {
     .config = config,
     .weights_size = sizeof(mistral_7b_v0_3_Weights),
     .load = load,
+    .load_form = load_form,
     .free = release,
     .find = find,
     .rope_table = mistral_7b_v0_3_rope_table,

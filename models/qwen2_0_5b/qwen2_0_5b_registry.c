@@ -10,10 +10,11 @@
 
 #include <stdbool.h>
 
+#include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "qwen2_0_5b_registry.c was generated for runtime ABI 2; run: gen-model models/qwen2_0_5b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "qwen2_0_5b_registry.c was generated for runtime ABI 3; run: gen-model models/qwen2_0_5b/snapshot"
 #endif
 
 static void config(gm_config *out)
@@ -22,7 +23,15 @@ static void config(gm_config *out)
     qwen2_0_5b_config_export(&c, out);
 }
 
-static int load(void *w, const char *dir, gm_status *st) { return qwen2_0_5b_weights_load(w, dir, st); }
+static int load(void *w, const char *dir, gm_status *st)
+{
+    return qwen2_0_5b_weights_load_form(w, dir, gm_kernels_wform(), st);
+}
+
+static int load_form(void *w, const char *dir, gm_wform form, gm_status *st)
+{
+    return qwen2_0_5b_weights_load_form(w, dir, form, st);
+}
 
 static void release(void *w) { qwen2_0_5b_weights_free(w); }
 
@@ -43,6 +52,7 @@ const gm_model_entry qwen2_0_5b_model_entry = {
     .config = config,
     .weights_size = sizeof(qwen2_0_5b_Weights),
     .load = load,
+    .load_form = load_form,
     .free = release,
     .find = find,
     .rope_table = qwen2_0_5b_rope_table,

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "qwen3_0_6b_weights.c was generated for runtime ABI 2; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "qwen3_0_6b_weights.c was generated for runtime ABI 3; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 const char qwen3_0_6b_hf_repo[] = "Qwen/Qwen3-0.6B";
@@ -65,7 +65,8 @@ void qwen3_0_6b_config_export(const qwen3_0_6b_Config *c, gm_config *out)
 
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
-** shape as HF stores it, and whether it is handed over transposed, (in, out).
+** shape as HF stores it, and whether it is a projection, handed over
+** transposed, (in, out), in the form GM_W_KN.
 */
 static const gm_tensor_spec tensors[] = {
     {"model.embed_tokens.weight", 0, offsetof(qwen3_0_6b_Weights, tok_embd), 2, {151936, 1024}, 0}, /* (vocab_size, emb_dim) */
@@ -85,14 +86,20 @@ static const gm_tensor_spec tensors[] = {
 
 static gm_weights_layout layout(qwen3_0_6b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN3_0_6B_N_LAYERS, &w->arena};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN3_0_6B_N_LAYERS, &w->arena, w->form};
     return lay;
 }
 
 int qwen3_0_6b_weights_load(qwen3_0_6b_Weights *w, const char *dir, gm_status *st)
 {
+    return qwen3_0_6b_weights_load_form(w, dir, GM_W_KN, st);
+}
+
+int qwen3_0_6b_weights_load_form(qwen3_0_6b_Weights *w, const char *dir, gm_wform form, gm_status *st)
+{
     memset(w, 0, sizeof *w);
     w->config = qwen3_0_6b_config_default();
+    w->form = form;
     const gm_weights_layout lay = layout(w);
     if (gm_weights_load(&lay, tensors, sizeof tensors / sizeof tensors[0], dir, 0, st))
         return st->code;
@@ -118,6 +125,7 @@ void qwen3_0_6b_runner_view(const qwen3_0_6b_Weights *w, rt_layer *layers, rt_mo
 {
     memset(m, 0, sizeof *m);
     qwen3_0_6b_config_export(&w->config, &m->cfg);
+    m->wform = w->form;
     m->tok_embd = w->tok_embd;
     m->out_norm = w->out_norm;
     m->lm_head = w->lm_head;

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 2
-#error "qwen3_0_6b_weights.h was generated for runtime ABI 2; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 3
+#error "qwen3_0_6b_weights.h was generated for runtime ABI 3; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 #define QWEN3_0_6B_N_LAYERS 28
@@ -42,30 +42,36 @@ typedef struct qwen3_0_6b_Config {
 
 /*
 ** One decoder layer. Projections are held as (in, out), row-major: y = x @ W
-** (HF stores (out, in); the loader transposes). Norms and biases are 1-D.
+** (HF stores (out, in); the loader transposes), unless loaded in the form
+** GM_W_NK (qwen3_0_6b_weights_load_form): then as HF stores them, (out, in).
+** Norms and biases are 1-D.
 */
 typedef struct qwen3_0_6b_LayerWeights {
     gm_bf16 *attn_norm; /* (emb_dim) = (1024), from model.layers.{L}.input_layernorm.weight */
-    gm_bf16 *wq;        /* (emb_dim, n_heads * head_dim) = (1024, 2048), from model.layers.{L}.self_attn.q_proj.weight, transposed */
-    gm_bf16 *wk;        /* (emb_dim, n_kv_heads * head_dim) = (1024, 1024), from model.layers.{L}.self_attn.k_proj.weight, transposed */
-    gm_bf16 *wv;        /* (emb_dim, n_kv_heads * head_dim) = (1024, 1024), from model.layers.{L}.self_attn.v_proj.weight, transposed */
+    gm_bf16 *wq;        /* (emb_dim, n_heads * head_dim) = (1024, 2048), from model.layers.{L}.self_attn.q_proj.weight, transposed (as stored in the form GM_W_NK) */
+    gm_bf16 *wk;        /* (emb_dim, n_kv_heads * head_dim) = (1024, 1024), from model.layers.{L}.self_attn.k_proj.weight, transposed (as stored in the form GM_W_NK) */
+    gm_bf16 *wv;        /* (emb_dim, n_kv_heads * head_dim) = (1024, 1024), from model.layers.{L}.self_attn.v_proj.weight, transposed (as stored in the form GM_W_NK) */
     gm_bf16 *q_norm;    /* (head_dim) = (128), from model.layers.{L}.self_attn.q_norm.weight */
     gm_bf16 *k_norm;    /* (head_dim) = (128), from model.layers.{L}.self_attn.k_norm.weight */
-    gm_bf16 *wo;        /* (n_heads * head_dim, emb_dim) = (2048, 1024), from model.layers.{L}.self_attn.o_proj.weight, transposed */
+    gm_bf16 *wo;        /* (n_heads * head_dim, emb_dim) = (2048, 1024), from model.layers.{L}.self_attn.o_proj.weight, transposed (as stored in the form GM_W_NK) */
     gm_bf16 *ffn_norm;  /* (emb_dim) = (1024), from model.layers.{L}.post_attention_layernorm.weight */
-    gm_bf16 *w_gate;    /* (emb_dim, hidden_dim) = (1024, 3072), from model.layers.{L}.mlp.gate_proj.weight, transposed */
-    gm_bf16 *w_up;      /* (emb_dim, hidden_dim) = (1024, 3072), from model.layers.{L}.mlp.up_proj.weight, transposed */
-    gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (3072, 1024), from model.layers.{L}.mlp.down_proj.weight, transposed */
+    gm_bf16 *w_gate;    /* (emb_dim, hidden_dim) = (1024, 3072), from model.layers.{L}.mlp.gate_proj.weight, transposed (as stored in the form GM_W_NK) */
+    gm_bf16 *w_up;      /* (emb_dim, hidden_dim) = (1024, 3072), from model.layers.{L}.mlp.up_proj.weight, transposed (as stored in the form GM_W_NK) */
+    gm_bf16 *w_down;    /* (hidden_dim, emb_dim) = (3072, 1024), from model.layers.{L}.mlp.down_proj.weight, transposed (as stored in the form GM_W_NK) */
 } qwen3_0_6b_LayerWeights;
 
-/* Every weight of the model, bf16, in this struct's arena unless noted. */
+/*
+** Every weight of the model, bf16: in this struct's arena, or, where the file
+** holds a tensor as it is used, in place in the file's read-only mapping.
+*/
 typedef struct qwen3_0_6b_Weights {
     qwen3_0_6b_Config config;
+    gm_wform form;     /* how the projections are held: GM_W_KN (in, out) or GM_W_NK (out, in) */
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (151936, 1024), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (1024), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 1024), tied: aliases tok_embd (lm_head.weight absent) */
     qwen3_0_6b_LayerWeights layers[QWEN3_0_6B_N_LAYERS];
-    gm_arena arena;    /* the one allocation every tensor above lives in */
+    gm_arena arena;    /* the allocation and the mapped files every tensor above lives in */
 } qwen3_0_6b_Weights;
 
 /* The Hub repo and commit these sources were generated from. */
@@ -82,11 +88,19 @@ void qwen3_0_6b_config_export(const qwen3_0_6b_Config *c, gm_config *out);
 ** Load every tensor from the safetensors files in folder dir
 ** (model.safetensors, or model.safetensors.index.json and its shards): each is
 ** checked for name, shape and float dtype, converted to bf16 with
-** round-to-nearest-even where the file holds F16 or F32, and transposed where
-** noted, on GM_THREADS threads (default: every core). On failure *w is left
-** empty and st names the file and tensor.
+** round-to-nearest-even where the file holds F16 or F32, and the projections
+** transposed to (in, out), the NPU pipeline's layout, on GM_THREADS threads
+** (default: every core). On failure *w is left empty and st names the file
+** and tensor.
 */
 int qwen3_0_6b_weights_load(qwen3_0_6b_Weights *w, const char *dir, gm_status *st);
+
+/*
+** The same, with the projections in the given form: GM_W_KN as above, or
+** GM_W_NK, (out, in), the file's own bytes, used in place. gm_kernels_wform()
+** is the form the running kernel tier reads best: what the runner wants.
+*/
+int qwen3_0_6b_weights_load_form(qwen3_0_6b_Weights *w, const char *dir, gm_wform form, gm_status *st);
 
 /* Free everything the loader allocated; *w is zeroed. */
 void qwen3_0_6b_weights_free(qwen3_0_6b_Weights *w);
@@ -94,8 +108,9 @@ void qwen3_0_6b_weights_free(qwen3_0_6b_Weights *w);
 /*
 ** The HF-name mapping: the buffer loaded for HF tensor hf_name
 ** ("model.layers.3.mlp.up_proj.weight") and, in *spec when not NULL, its
-** shape and layout; NULL for a name the model does not load (a tied
-** lm_head.weight included: use w->lm_head).
+** shape and whether it is a projection (held transposed in the form
+** GM_W_KN); NULL for a name the model does not load (a tied lm_head.weight
+** included: use w->lm_head).
 */
 const gm_bf16 *qwen3_0_6b_weights_find(const qwen3_0_6b_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);

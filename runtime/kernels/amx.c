@@ -1,22 +1,31 @@
 /*
-** The AMX tier: products of two or more rows on tiles (TDPBF16PS), with
-** the AVX-512 tier for one row and for everything else. Written in the tile
-** operations of tile.h; compiled for AMX here and, as amx_model.c
+** The AMX tier: products against W in Hugging Face's (out, in) layout on
+** tiles (TDPBF16PS), with the AVX-512 tier for everything else. Written in
+** the tile operations of tile.h; compiled for AMX here and, as amx_model.c
 ** ("amx-model"), for their software model, which the tests run on any CPU.
 **
-** A tile product needs X in bf16: dispatch.c converts X once per call and
-** only calls band_bf16 when every value converted exactly, which is the
-** runner's bf16 mode, where HF rounds every activation to bf16; the
-** products are then exact, and only the order of the f32 sums differs from
-** the other tiers (tile.h says how). Otherwise (f32 mode) the AVX-512 band runs.
+** A tile product needs its operands in bf16 and its B operand in pairs
+** along k. W's rows are contiguous along k, which is what an A operand is,
+** so the product is computed transposed, Y^T = W X^T: 16 rows of W (16
+** outputs) by 32 values of k load straight into an A tile from wherever W
+** lies (the loader maps the file: no copy, no transform), and X, small, is
+** packed once per call into B tiles of pairs (nk_pack: 16 tokens by 16
+** pairs of k a tile). So a product reads each weight byte once, into
+** tiles, and does nothing else with it. nk_pack accepts X only when every
+** value is a bf16 value (the runner's bf16 mode, where HF rounds every
+** activation to bf16); the products are then exact, and only the order of
+** the f32 sums differs from the FMA tiers (tile.h says how). Otherwise (f32
+** mode), and for W in the (in, out) form, the AVX-512 tier runs.
 **
-** W stays in the loader's (in, out) layout, with no second copy. For each
-** k-block of AKB rows and each band of GM_BAND columns, the band's rows are
-** packed by pairs along k into B tiles in `panel` (192 KB, in L2), fetching
-** the rows FETCH_AHEAD further on as they go, and every block of 32 rows of X is
-** multiplied against the panel: four C tiles (32 x 32 outputs) per step of
-** 32 k. A 32-row prefill thus reads each weight byte once, and the packing
-** is the only work per byte besides the products.
+** A block (nk_block) is a run of rows of W. Its stripes of 32 rows (or, for
+** SwiGLU, 16 rows of gate beside the same 16 of up) meet X two blocks of 16
+** tokens at a time: four C tiles of 16 x 16 outputs, two A tiles, two B
+** tiles. k runs whole (up to GM_NK_KC values: longer rows are cut, the
+** partial sums kept in Y between the pieces), and a block is about a
+** megabyte of W per piece, so that it stays in L2 while every token block
+** passes over it. A finished C tile is turned back to Y's (token, output)
+** order and finished at once by the epilogue (bias, rounding, SwiGLU, the
+** residual add) while it is in cache.
 */
 #ifdef GM_TILE_MODEL
 #pragma GCC target("avx2,fma")
@@ -28,140 +37,173 @@
 #define REST gm_tier_avx512
 #endif
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "gm/cpu.h"
 #include "kernels_impl.h"
 #include "tile.h"
 
-enum {
-    AKB = 512,            /* rows of W per panel: 16 steps of 32 */
-    STEPS = AKB / 32,
-    NB = GM_BAND / 16,    /* B tiles across a band */
-    FETCH_AHEAD = 16,     /* rows of W fetched ahead of the packing */
-};
+/* Tokens a B tile holds: all of them up to 16 (a decode step is one column), else 16. */
+static inline int tile_tokens(int T) { return T < 16 ? T : 16; }
 
-/* B tile (step s, column block c) of the panel: 16 rows of 16 pairs */
-#define PANEL(p, s, c) ((p) + ((long)(s) * NB + (c)) * 512)
+/* The B tile of token block tb, k-step s, in Xp: 16 rows of nt pairs. */
+static inline const uint32_t *xp_tile(const void *Xp, int nt, int steps, int tb, int s)
+{
+    return (const uint32_t *)Xp + ((long)tb * steps + s) * 16 * nt;
+}
+
+static size_t TIER(nk_packed)(int T, int K)
+{
+    return (size_t)((T + 15) / 16) * (size_t)((K + 31) / 32) * 16 * (size_t)tile_tokens(T) * 4;
+}
 
 /*
-** Rows [k0, k1) of W, columns [s0, s1), into the panel's B tiles: row r of
-** tile (s, c) holds the pairs (W[k][n], W[k + 1][n]), k = k0 + 32 s + 2 r,
-** for its 16 columns n; rows past k1 and columns past s1 are zeros.
+** Token blocks [t0 / 16, ..) up to t1 of X into Xp: row r of tile (tb, s)
+** holds, for each of its tokens t, the pair (X[t][k], X[t][k + 1]), k = 32 s +
+** 2 r, low half first; zeros past K and past T. -1 when a value of X is not
+** a bf16 value (its low 16 bits set).
 */
-static void pack(gm_bf16 *panel, const gm_band *b, int k0, int k1, int s0, int s1)
+static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
 {
-    const int nb = (s1 - s0 + 15) / 16, steps = (k1 - k0 + 31) / 32;
-    for (int s = 0; s < steps; s++)
-        for (int r = 0; r < 16; r++) {
-            const int k = k0 + 32 * s + 2 * r;
-            const gm_bf16 *r0 = k < k1 ? b->W + (long)k * b->ldw : NULL;
-            const gm_bf16 *r1 = k + 1 < k1 ? r0 + b->ldw : NULL;
-            if (k + FETCH_AHEAD + 1 < b->K) /* two rows FETCH_AHEAD on, a line of 32 columns each */
-                for (int n = s0; n < s1; n += 32) {
-                    _mm_prefetch((const char *)(b->W + (long)(k + FETCH_AHEAD) * b->ldw + n), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(b->W + (long)(k + FETCH_AHEAD + 1) * b->ldw + n), _MM_HINT_T0);
+    const int nt = tile_tokens(T), steps = (K + 31) / 32;
+    uint32_t inexact = 0;
+    for (int tb = t0 / 16; tb * 16 < t1; tb++)
+        for (int j = 0; j < nt; j++) {
+            const int t = tb * 16 + j;
+            const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * K);
+            for (int s = 0; s < steps; s++) {
+                uint32_t *d = (uint32_t *)xp_tile(Xp, nt, steps, tb, s) + j;
+                for (int r = 0; r < 16; r++) {
+                    const int k = 32 * s + 2 * r;
+                    const uint32_t lo = t < T && k < K ? x[k] : 0, hi = t < T && k + 1 < K ? x[k + 1] : 0;
+                    inexact |= (lo | hi) & 0xFFFFu;
+                    d[r * nt] = (lo >> 16) | (hi & 0xFFFF0000u);
                 }
-            for (int c = 0; c < nb; c++) {
-                const int n = s0 + 16 * c, cnt = s1 - n < 16 ? s1 - n : 16;
-                tile_pack_pairs(PANEL(panel, s, c) + 32 * r, r0 ? r0 + n : NULL, r1 ? r1 + n : NULL, cnt);
             }
         }
+    return inexact ? -1 : 0;
 }
 
-/* A C tile's 16 x 16 outputs at rows t.., columns n.. that are inside [0, T) x [.., s1), through edge */
-static void edge_in(float *edge, const gm_band *b, int t, int n, int s1, int first)
+/*
+** The A tile of rows [n, n + 16) of W (rows of K values), k-step s: straight
+** from W, or, where the tile would reach past the last row (valid < 16) or
+** past K, through `edge` with zeros there.
+*/
+static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, int s, gm_bf16 *edge, long *stride)
 {
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++)
-            edge[i * 16 + j] = !first && t + i < b->T && n + j < s1 ? b->Y[(long)(t + i) * b->ldy + n + j] : 0.0f;
+    const int k = 32 * s;
+    if (valid == 16 && k + 32 <= K) {
+        *stride = (long)K * 2;
+        return W + (long)n * K + k;
+    }
+    const int kn = K - k < 32 ? K - k : 32;
+    memset(edge, 0, 16 * 32 * 2);
+    for (int i = 0; i < valid; i++)
+        memcpy(edge + 32 * i, W + (long)(n + i) * K + k, (size_t)kn * 2);
+    *stride = 64;
+    return edge;
 }
 
-static void edge_out(const float *edge, const gm_band *b, int t, int n, int s1)
+/* C tile `c` (16 outputs n.. by tokens t..) to and from Y, through buf: the `rows` outputs and `cols` tokens inside Y */
+static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
-    for (int i = 0; i < 16 && t + i < b->T; i++)
-        for (int j = 0; j < 16 && n + j < s1; j++)
-            b->Y[(long)(t + i) * b->ldy + n + j] = edge[i * 16 + j];
+    for (int j = 0; j < cols; j++)
+        for (int i = 0; i < rows; i++)
+            o->Y[(long)(t + j) * o->N + n + i] = buf[16 * i + j];
 }
 
-/* C tile `tile` (a literal: the instructions name their tiles) from and to Y, or through edge where the block leaves it */
-#define C_LOAD(tile, t, n)                                                                                       \
+static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
+{
+    memset(buf, 0, 16 * 16 * 4);
+    for (int j = 0; j < cols; j++)
+        for (int i = 0; i < rows; i++)
+            buf[16 * i + j] = o->Y[(long)(t + j) * o->N + n + i];
+}
+
+/* C tile `tile` (a literal: the instructions name their tiles) from Y, or zero on the first piece of k */
+#define C_LOAD(tile, o, t, cols, n, rows)                                                                        \
     do {                                                                                                         \
-        if ((t) + 16 <= b->T && (n) + 16 <= s1) {                                                                \
-            if (first)                                                                                           \
-                TILE_ZERO(tile);                                                                                 \
-            else                                                                                                 \
-                TILE_LOAD(tile, b->Y + (long)(t) * b->ldy + (n), sy);                                            \
+        if (first) {                                                                                             \
+            TILE_ZERO(tile);                                                                                     \
         } else {                                                                                                 \
-            edge_in(edge, b, t, n, s1, first);                                                                   \
-            TILE_LOAD(tile, edge, 64);                                                                           \
+            c_in(buf, o, t, cols, n, rows);                                                                      \
+            TILE_LOAD(tile, buf, 64);                                                                            \
         }                                                                                                        \
     } while (0)
 
-#define C_STORE(tile, t, n)                                                                                      \
+#define C_STORE(tile, o, t, cols, n, rows)                                                                       \
     do {                                                                                                         \
-        if ((t) + 16 <= b->T && (n) + 16 <= s1) {                                                                \
-            TILE_STORE(tile, b->Y + (long)(t) * b->ldy + (n), sy);                                               \
-        } else {                                                                                                 \
-            TILE_STORE(tile, edge, 64);                                                                          \
-            edge_out(edge, b, t, n, s1);                                                                         \
-        }                                                                                                        \
+        TILE_STORE(tile, buf, 64);                                                                               \
+        c_out(buf, o, t, cols, n, rows);                                                                         \
     } while (0)
 
 /*
-** Y[t][n0..n1) = Xb[t] @ W for t < T (>= 2): tiles 0-3 hold C (rows t..t+16
-** and t+16..t+32, by columns n..n+16 and n+16..n+32), 4-5 the two A tiles
-** (32 k of 16 rows of Xb), 6-7 the two B tiles.
+** Tiles 0-3 hold C: A0 (0, 2) and A1 (1, 3) by the first (0, 1) and second
+** (2, 3) token block; 4-5 the two A tiles, 6-7 the two B tiles. A stripe is
+** rows [n, n + 16) of W0 and rows [n1, n1 + 16) of W1: of one output, n1 =
+** n + 16; of a SwiGLU pair, gate's and up's same rows.
 */
-static void TIER(band_bf16)(const gm_band *b)
+static void TIER(nk_block)(const gm_nk_block *b)
 {
-    gm_bf16 panel[STEPS * NB * 512] __attribute__((aligned(64)));
-    float edge[16 * 16] __attribute__((aligned(64)));
-    const long sx = b->ldxb * 2, sy = b->ldy * 4;
+    float buf[16 * 16] __attribute__((aligned(64)));
+    gm_bf16 edge[2][16 * 32] __attribute__((aligned(64)));
+    const int T = b->T, K = b->K, N = b->o->N, nt = tile_tokens(T), tblocks = (T + 15) / 16, steps = (K + 31) / 32;
+    const int pair = b->o2 != NULL, h = pair ? 16 : 32, kc = gm_nk_kc(K);
+    const gm_out *o0 = b->o, *o1 = pair ? b->o2 : b->o;
     tile_config cfg;
-    tile_config_full(&cfg);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = t == 4 || t == 5 ? 64 : (uint16_t)(4 * nt); /* A: 32 bf16; C and B: a column per token */
+    }
     TILE_CONFIG(&cfg);
-    for (int k0 = 0; k0 < b->K; k0 += AKB) {
-        const int k1 = k0 + AKB < b->K ? k0 + AKB : b->K, steps = (k1 - k0 + 31) / 32, first = k0 == 0;
-        for (int s0 = b->n0; s0 < b->n1; s0 += GM_BAND) {
-            const int s1 = s0 + GM_BAND < b->n1 ? s0 + GM_BAND : b->n1, nb = (s1 - s0 + 15) / 16;
-            pack(panel, b, k0, k1, s0, s1);
-            for (int t = 0; t < b->T; t += 32) {
-                const int two = t + 16 < b->T; /* a second block of 16 rows */
-                for (int c = 0; c < nb; c += 2) {
-                    const int n = s0 + 16 * c, pair = c + 1 < nb;
-                    C_LOAD(0, t, n);
-                    if (pair)
-                        C_LOAD(1, t, n + 16);
-                    if (two) {
-                        C_LOAD(2, t + 16, n);
-                        if (pair)
-                            C_LOAD(3, t + 16, n + 16);
+    for (int k0 = 0; k0 < K; k0 += kc) {
+        const int k1 = k0 + kc < K ? k0 + kc : K, first = k0 == 0, last = k1 == K;
+        for (int tb = 0; tb < tblocks; tb += 2) {
+            const int t = 16 * tb, two = tb + 1 < tblocks;
+            const int c0 = T - t < 16 ? T - t : 16, c1 = two ? (T - t - 16 < 16 ? T - t - 16 : 16) : 0;
+            for (int n = b->n0; n < b->n1; n += h) {
+                const int m = pair ? n : n + 16; /* A1's first row, in o1 */
+                const int v0 = N - n < 16 ? N - n : 16, v1 = N - m < 0 ? 0 : N - m < 16 ? N - m : 16;
+                C_LOAD(0, o0, t, c0, n, v0);
+                if (v1)
+                    C_LOAD(1, o1, t, c0, m, v1);
+                if (two) {
+                    C_LOAD(2, o0, t + 16, c1, n, v0);
+                    if (v1)
+                        C_LOAD(3, o1, t + 16, c1, m, v1);
+                }
+                for (int s = k0 / 32; s < (k1 + 31) / 32; s++) {
+                    long sa;
+                    const gm_bf16 *a = a_tile(o0->W, K, n, v0, s, edge[0], &sa);
+                    TILE_LOAD(4, a, sa);
+                    TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
+                    TILE_DP(0, 4, 6);
+                    if (v1) {
+                        a = a_tile(o1->W, K, m, v1, s, edge[1], &sa);
+                        TILE_LOAD(5, a, sa);
+                        TILE_DP(1, 5, 6);
                     }
-                    for (int s = 0; s < steps; s++) {
-                        const gm_bf16 *xa = b->Xb + (long)t * b->ldxb + k0 + 32 * s;
-                        TILE_LOAD(4, xa, sx);
-                        TILE_LOAD(6, PANEL(panel, s, c), 64);
-                        TILE_DP(0, 4, 6);
-                        if (pair) {
-                            TILE_LOAD(7, PANEL(panel, s, c + 1), 64);
-                            TILE_DP(1, 4, 7);
-                        }
-                        if (two) {
-                            TILE_LOAD(5, xa + 16 * b->ldxb, sx);
-                            TILE_DP(2, 5, 6);
-                            if (pair)
-                                TILE_DP(3, 5, 7);
-                        }
-                    }
-                    C_STORE(0, t, n);
-                    if (pair)
-                        C_STORE(1, t, n + 16);
                     if (two) {
-                        C_STORE(2, t + 16, n);
-                        if (pair)
-                            C_STORE(3, t + 16, n + 16);
+                        TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
+                        TILE_DP(2, 4, 7);
+                        if (v1)
+                            TILE_DP(3, 5, 7);
                     }
                 }
+                C_STORE(0, o0, t, c0, n, v0);
+                if (v1)
+                    C_STORE(1, o1, t, c0, m, v1);
+                if (two) {
+                    C_STORE(2, o0, t + 16, c1, n, v0);
+                    if (v1)
+                        C_STORE(3, o1, t + 16, c1, m, v1);
+                }
+                if (last) /* the stripe's outputs are complete: finish them while they are in cache */
+                    gm_ep_rows(b->k, o0, b->o2, b->ep, b->round, t, t + c0 + c1, n,
+                               n + (pair ? v0 : v0 + v1));
             }
         }
     }
@@ -173,10 +215,16 @@ const gm_tier TIER(gm_tier) = {
     .name = "amx-model",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
     .model = 1,
+    .stands_for = "amx",
 #else
     .name = "amx",
     .needs = GM_CPU_AMX_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
+    .wform = GM_W_NK,
+    .tile_sums = 1,
+    .lanes = 16, /* its base's dot products, for X that is not bf16 */
     .base = &REST, /* everything but the tile products */
-    .band_bf16 = TIER(band_bf16),
+    .nk_packed = TIER(nk_packed),
+    .nk_pack = TIER(nk_pack),
+    .nk_block = TIER(nk_block),
 };

@@ -731,6 +731,7 @@ static void transpose_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t ro
 const gm_tier gm_tier_avx2 = {
     .name = "avx2",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
+    .lanes = 8,
     .band = band_avx2,
     .gemv = gemv_avx2,
     .dot = dot_avx2,

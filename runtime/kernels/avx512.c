@@ -229,10 +229,12 @@ const gm_tier TIER(gm_tier) = {
     .name = "avx512-model",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
     .model = 1,
+    .stands_for = "avx512",
 #else
     .name = "avx512",
     .needs = GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
+    .lanes = 16,
     .base = &gm_tier_avx2, /* the element-wise steps, the transposes, attention */
     .band = TIER(band),
     .gemv = TIER(gemv),

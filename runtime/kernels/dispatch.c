@@ -30,14 +30,16 @@ static const gm_tier *const tables[] = {&gm_tier_amx,  &gm_tier_amx_model, &gm_t
                                         &gm_tier_avx2, &gm_tier_portable};
 enum { TIERS = sizeof tables / sizeof tables[0] };
 
-/* The tables with every entry a table leaves NULL taken from its base, filled once before main. */
+/* The tables with every entry a table leaves NULL taken from its base, filled once before main; their traits. */
 static gm_tier tiers_full[TIERS];
 static const gm_tier *tiers[TIERS];
+static gm_tier_info infos[TIERS];
 
 static void inherit(gm_tier *k, const gm_tier *from)
 {
 #define FROM_BASE(f) (k->f = k->f ? k->f : from->f)
-    FROM_BASE(band), FROM_BASE(band_bf16), FROM_BASE(gemv), FROM_BASE(dot), FROM_BASE(dot_rows);
+    FROM_BASE(band), FROM_BASE(gemv), FROM_BASE(dot), FROM_BASE(dot_rows);
+    FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
 #undef FROM_BASE
@@ -50,6 +52,9 @@ __attribute__((constructor)) static void fill_tiers(void)
         for (const gm_tier *b = tables[i]->base; b; b = b->base)
             inherit(&tiers_full[i], b);
         tiers[i] = &tiers_full[i];
+        const gm_tier *k = tables[i];
+        infos[i] = (gm_tier_info){k->name, k->stands_for ? k->stands_for : k->name, k->model, k->wform, k->tile_sums,
+                                  k->lanes};
     }
 }
 
@@ -144,6 +149,14 @@ const char *const *gm_kernels_tiers(void)
     return names;
 }
 
+const gm_tier_info *gm_kernels_info(const char *name)
+{
+    const gm_tier *k = name ? by_name(name) : tier();
+    return k ? &infos[k - tiers_full] : NULL;
+}
+
+gm_wform gm_kernels_wform(void) { return tier()->wform; }
+
 /* One row of X is memory-bound: n columns or rows split into one run per thread, whole multiples of GEMV_MIN. */
 static int per_thread(int n, int threads)
 {
@@ -151,60 +164,94 @@ static int per_thread(int n, int threads)
 }
 
 /* ---------------------------------------------------------------------- */
+/* the epilogues */
+
+void gm_ep_rows(const gm_tier *k, const gm_out *o, const gm_out *o2, gm_epilogue ep, int round, int t0, int t1,
+                int n0, int n1)
+{
+    const int n = n1 - n0;
+    for (int t = t0; t < t1 && n > 0; t++) {
+        float *y = o->Y + (long)t * o->N + n0;
+        k->finish(y, o->bias ? o->bias + n0 : NULL, n, round);
+        if (ep == GM_EP_ADD) {
+            k->add_round(o->R + (long)t * o->N + n0, y, n, round);
+        } else if (ep == GM_EP_SWIGLU) {
+            float *u = o2->Y + (long)t * o2->N + n0;
+            k->finish(u, o2->bias ? o2->bias + n0 : NULL, n, round);
+            k->swiglu(y, u, n, round);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
 
 /*
-** One call: X against one or more weights. Task t of a blocked run is chunk
-** t - first[i] of output i (first[] counts the chunks before each output);
-** task t of a one-row run is thread t's work (gemv_part).
+** One call: X against one or more weights, in units: an output, or for
+** GM_EP_SWIGLU a pair (gate, up) whose columns are done together. Task t of
+** a blocked run is part t - first[u] of unit u (first[] counts the parts
+** before each unit); task t of a one-row run (GM_W_KN) is thread t's work
+** (gemv_part).
 */
 typedef struct mm_job {
     const float *X;
-    int T, K, round, n_outs;
+    int T, K, round, n_units, step; /* step: outputs a unit (2 for SwiGLU pairs) */
     const gm_out *outs;
-    int first[GM_MAX_OUTS + 1];
+    gm_epilogue ep;
+    int first[GM_MAX_OUTS + 1], rows[GM_MAX_OUTS]; /* a unit's parts, and the outputs (columns or rows) of each */
     int threads, whole_from; /* one row: outputs [whole_from, n_outs) are read whole, one thread each */
     const gm_tier *k;
-    const gm_bf16 *Xb; /* X in bf16, for the tier's band_bf16 (NULL: its band) */
-    long ldxb;
+    const void *Xp; /* X as the tier's nk_pack left it, for its nk_block */
 } mm_job;
 
-/* The bias and the one rounding of columns [n0, n1) of output o's T rows. */
-static void finish(const gm_tier *k, const gm_out *o, int T, int round, int n0, int n1)
+/* The unit and the range [*n0, *n1) of its outputs that task i covers. */
+static int unit_part(const mm_job *j, int i, int *n0, int *n1)
 {
-    for (int t = 0; t < T; t++)
-        k->finish(o->Y + (long)t * o->N + n0, o->bias ? o->bias + n0 : NULL, n1 - n0, round);
+    int u = 0;
+    while (i >= j->first[u + 1])
+        u++;
+    const int N = j->outs[u * j->step].N;
+    *n0 = (i - j->first[u]) * j->rows[u];
+    *n1 = *n0 + j->rows[u] < N ? *n0 + j->rows[u] : N;
+    return u;
 }
 
-/*
-** Task i: chunk i - first[o] of output o, up to CHUNK neighbouring bands of
-** BAND columns, multiplied a k-block at a time.
-*/
+/* Unit u split into parts of `rows` outputs: the task counts in first[] */
+static void set_parts(mm_job *j, int u, int rows)
+{
+    const int N = j->outs[u * j->step].N;
+    j->rows[u] = rows > 0 ? rows : 1;
+    j->first[u + 1] = j->first[u] + (N + j->rows[u] - 1) / j->rows[u];
+}
+
+/* Task i (GM_W_KN, T > 1): up to CHUNK neighbouring bands of BAND columns of a unit, multiplied a k-block at a time. */
 static void matmul_chunk(void *ctx, int i)
 {
     const mm_job *j = ctx;
-    int oi = 0;
-    while (i >= j->first[oi + 1])
-        oi++;
-    const gm_out *o = &j->outs[oi];
-    const int c0 = (i - j->first[oi]) * CHUNK * BAND, c1 = c0 + CHUNK * BAND < o->N ? c0 + CHUNK * BAND : o->N;
-    const gm_band b = {o->Y, j->X, o->W, o->N, j->K, o->N, j->T, j->K, c0, c1, j->Xb, j->ldxb};
-    (j->Xb ? j->k->band_bf16 : j->k->band)(&b);
-    finish(j->k, o, j->T, j->round, c0, c1);
+    int c0, c1;
+    const int u = unit_part(j, i, &c0, &c1);
+    const gm_out *o = &j->outs[u * j->step], *o2 = j->step == 2 ? o + 1 : NULL;
+    for (const gm_out *w = o; w; w = w == o ? o2 : NULL) {
+        const gm_band b = {w->Y, j->X, w->W, w->N, j->K, w->N, j->T, j->K, c0, c1};
+        j->k->band(&b);
+    }
+    gm_ep_rows(j->k, o, o2, j->ep, j->round, 0, j->T, c0, c1);
 }
 
 /*
-** One row of X: memory-bound, so W is streamed once with no packing. The
-** outputs read whole go one to a thread, each front to back, a long run of
-** memory the hardware prefetcher streams by itself (gate and up on two
-** threads, k and v). The others are split by columns, each thread taking
-** its share of every row, a run too short for the prefetcher, so the kernel
-** fetches it ahead (q, o, down). Splitting a matrix by rows instead would
-** change the order of each sum.
+** One row of X (GM_W_KN): memory-bound, so W is streamed once with no
+** packing. The outputs read whole go one to a thread, each front to back, a
+** long run of memory the hardware prefetcher streams by itself (gate and up
+** on two threads, k and v). The others are split by columns, each thread
+** taking its share of every row, a run too short for the prefetcher, so the
+** kernel fetches it ahead (q, o, down). Splitting a matrix by rows instead
+** would change the order of each sum. A SwiGLU pair is finished afterwards
+** (swiglu_part), its two outputs being on two threads.
 */
 static void gemv_part(void *ctx, int t)
 {
     const mm_job *j = ctx;
-    for (int oi = 0; oi < j->n_outs; oi++) {
+    const int n_outs = j->n_units * j->step;
+    for (int oi = 0; oi < n_outs; oi++) {
         const gm_out *o = &j->outs[oi];
         int n0 = 0, n1 = o->N;
         if (oi < j->whole_from) { /* this thread's share of the columns */
@@ -215,123 +262,174 @@ static void gemv_part(void *ctx, int t)
         }
         if (n0 < n1) {
             j->k->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
-            finish(j->k, o, j->T, j->round, n0, n1);
+            if (j->ep != GM_EP_SWIGLU)
+                gm_ep_rows(j->k, o, NULL, j->ep, j->round, 0, 1, n0, n1);
         }
     }
 }
 
-/* X as bf16 for a band_bf16: rows t of T (padded to 16), K values each (padded to 32), and whether all are exact */
-typedef struct bf16_job {
-    gm_bf16 *Xb;
-    const float *X;
-    int T, K;
-    long ld;
-    atomic_int inexact;
-} bf16_job;
-
-static void to_bf16_row(void *ctx, int t)
+static void swiglu_part(void *ctx, int i)
 {
-    bf16_job *j = ctx;
-    gm_bf16 *d = j->Xb + (long)t * j->ld;
-    int inexact = 0;
-    for (int k = 0; t < j->T && k < j->K; k++) {
-        const float x = j->X[(long)t * j->K + k];
-        uint32_t u;
-        memcpy(&u, &x, 4);
-        d[k] = (gm_bf16)(u >> 16);
-        inexact |= (u & 0xFFFF) != 0;
-    }
-    for (long k = t < j->T ? j->K : 0; k < j->ld; k++)
-        d[k] = 0;
-    if (inexact)
-        atomic_store_explicit(&j->inexact, 1, memory_order_relaxed);
+    const mm_job *j = ctx;
+    int n0, n1;
+    const int u = unit_part(j, i, &n0, &n1);
+    gm_ep_rows(j->k, &j->outs[2 * u], &j->outs[2 * u + 1], GM_EP_SWIGLU, j->round, 0, 1, n0, n1);
 }
 
-/* X in bf16, on the pool's threads, when every value is a bf16 value (the runner's bf16 mode); else NULL */
-static gm_bf16 *to_bf16(gm_pool *p, const float *X, int T, int K, long *ld)
+static void matmul_kn(gm_pool *p, mm_job *j)
 {
-    const int rows = (T + 15) / 16 * 16;
-    *ld = (K + 31) / 32 * 32;
-    bf16_job j = {aligned_alloc(64, ((size_t)rows * *ld * 2 + 63) / 64 * 64), X, T, K, *ld, 0};
-    if (!j.Xb)
-        return NULL; /* no memory for the copy: the f32 band, the same products */
-    gm_pool_run(p, rows, to_bf16_row, &j);
-    if (atomic_load_explicit(&j.inexact, memory_order_relaxed)) {
-        free(j.Xb);
-        return NULL;
+    const int n_outs = j->n_units * j->step;
+    if (j->T > 1) {
+        for (int u = 0; u < j->n_units; u++)
+            set_parts(j, u, CHUNK * BAND);
+        gm_pool_run(p, j->first[j->n_units], matmul_chunk, j);
+        return;
     }
-    return j.Xb;
+    /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up */
+    j->threads = gm_pool_threads(p);
+    j->whole_from = j->threads == 1 ? 0 : n_outs;
+    for (int i = n_outs - 1; j->threads > 1 && i >= 0 && j->outs[i].N == j->outs[n_outs - 1].N; i--)
+        if ((n_outs - i) % j->threads == 0)
+            j->whole_from = i;
+    gm_pool_run(p, j->threads, gemv_part, j);
+    if (j->ep == GM_EP_SWIGLU) {
+        for (int u = 0; u < j->n_units; u++)
+            set_parts(j, u, per_thread(j->outs[2 * u].N, j->threads));
+        gm_pool_run(p, j->first[j->n_units], swiglu_part, j);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* W (out, in): the rows of W are the outputs */
+
+/* Task i on tiles: a block of a unit's rows against every row of the packed X. */
+static void nk_tiles(void *ctx, int i)
+{
+    const mm_job *j = ctx;
+    int n0, n1;
+    const int u = unit_part(j, i, &n0, &n1);
+    const gm_out *o = &j->outs[u * j->step];
+    const gm_nk_block b = {j->k, o, j->step == 2 ? o + 1 : NULL, j->Xp, j->T, j->K, n0, n1, j->ep, j->round};
+    j->k->nk_block(&b);
+}
+
+/*
+** Task i as dot products (X not in bf16, or a tier without tiles): each row
+** of W against the rows of X, MR at a time; one row of X against many rows
+** of W with the tier's dot_rows.
+*/
+static void nk_dots(void *ctx, int i)
+{
+    const mm_job *j = ctx;
+    int n0, n1;
+    const int u = unit_part(j, i, &n0, &n1);
+    const gm_out *o = &j->outs[u * j->step], *o2 = j->step == 2 ? o + 1 : NULL;
+    for (const gm_out *w = o; w; w = w == o ? o2 : NULL) {
+        if (j->T == 1 && j->k->dot_rows) {
+            j->k->dot_rows(w->Y, j->X, w->W, j->K, n0, n1);
+            continue;
+        }
+        for (int t = 0; t < j->T; t += MR) {
+            const int rows = j->T - t < MR ? j->T - t : MR;
+            for (int n = n0; n < n1; n++)
+                j->k->dot(w->Y + (long)t * w->N + n, w->N, j->X + (long)t * j->K, j->K, w->W + (long)n * j->K, j->K,
+                          rows);
+        }
+    }
+    gm_ep_rows(j->k, o, o2, j->ep, j->round, 0, j->T, n0, n1);
+}
+
+typedef struct pack_job {
+    const mm_job *j;
+    void *Xp;
+    atomic_int inexact;
+} pack_job;
+
+/* Task i: token block i of X into the tier's packed form */
+static void nk_pack_block(void *ctx, int i)
+{
+    pack_job *pj = ctx;
+    const mm_job *j = pj->j;
+    if (j->k->nk_pack(pj->Xp, j->X, j->T, j->K, 16 * i, 16 * i + 16 < j->T ? 16 * i + 16 : j->T))
+        atomic_store_explicit(&pj->inexact, 1, memory_order_relaxed);
+}
+
+/*
+** The rows of W a block takes. One or a few rows of X are memory-bound:
+** each thread streams one contiguous run of every matrix (rows of W lie one
+** after another). Many rows: a block of about GM_NK_BLOCK bytes of each
+** piece of k, which stays in L2 while every block of X passes over it, and
+** enough blocks for every thread.
+*/
+static int nk_rows(const mm_job *j, int N, int threads)
+{
+    const int unit = j->step == 2 ? 16 : 32;
+    int rows = (N + threads - 1) / threads;
+    if (j->T > 32) {
+        const int fit = GM_NK_BLOCK / (2 * j->step * gm_nk_kc(j->K));
+        rows = fit < rows ? fit : rows;
+    }
+    return rows < unit ? unit : (rows + unit - 1) / unit * unit;
+}
+
+static void matmul_nk(gm_pool *p, mm_job *j)
+{
+    const int threads = gm_pool_threads(p);
+    const gm_tier *k = j->k;
+    void *Xp = NULL;
+    if (k->nk_block && (Xp = aligned_alloc(64, (k->nk_packed(j->T, j->K) + 63) / 64 * 64))) {
+        pack_job pj = {j, Xp, 0};
+        gm_pool_run(p, (j->T + 15) / 16, nk_pack_block, &pj);
+        if (atomic_load_explicit(&pj.inexact, memory_order_relaxed)) {
+            free(Xp); /* f32 values: the dot products */
+            Xp = NULL;
+        }
+    }
+    for (int u = 0; u < j->n_units; u++)
+        set_parts(j, u, Xp ? nk_rows(j, j->outs[u * j->step].N, threads) : per_thread(j->outs[u * j->step].N, threads));
+    j->Xp = Xp;
+    gm_pool_run(p, j->first[j->n_units], Xp ? nk_tiles : nk_dots, j);
+    free(Xp);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void gm_matmul_ep(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round,
+                  gm_epilogue ep)
+{
+    if (n_outs > GM_MAX_OUTS) {
+        const int first = ep == GM_EP_SWIGLU ? GM_MAX_OUTS / 2 * 2 : GM_MAX_OUTS;
+        gm_matmul_ep(p, X, T, K, outs, first, round, ep);
+        gm_matmul_ep(p, X, T, K, outs + first, n_outs - first, round, ep);
+        return;
+    }
+    mm_job j = {.X = X, .T = T, .K = K, .round = round, .outs = outs, .ep = ep, .k = tier()};
+    j.step = ep == GM_EP_SWIGLU ? 2 : 1;
+    j.n_units = n_outs / j.step;
+    if (T <= 0 || j.n_units <= 0)
+        return;
+    if (outs[0].form == GM_W_NK)
+        matmul_nk(p, &j);
+    else
+        matmul_kn(p, &j);
 }
 
 void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round)
 {
-    if (n_outs > GM_MAX_OUTS) {
-        gm_matmul_outs(p, X, T, K, outs, GM_MAX_OUTS, round);
-        gm_matmul_outs(p, X, T, K, outs + GM_MAX_OUTS, n_outs - GM_MAX_OUTS, round);
-        return;
-    }
-    mm_job j = {.X = X, .T = T, .K = K, .round = round, .n_outs = n_outs, .outs = outs, .k = tier()};
-    for (int i = 0; i < n_outs; i++)
-        j.first[i + 1] = j.first[i] + (outs[i].N + CHUNK * BAND - 1) / (CHUNK * BAND);
-    if (T > 1) {
-        gm_bf16 *xb = j.k->band_bf16 ? to_bf16(p, X, T, K, &j.ldxb) : NULL;
-        j.Xb = xb;
-        gm_pool_run(p, j.first[n_outs], matmul_chunk, &j);
-        free(xb);
-        return;
-    }
-    /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up */
-    j.threads = gm_pool_threads(p);
-    j.whole_from = j.threads == 1 ? 0 : n_outs;
-    for (int i = n_outs - 1; j.threads > 1 && i >= 0 && outs[i].N == outs[n_outs - 1].N; i--)
-        if ((n_outs - i) % j.threads == 0)
-            j.whole_from = i;
-    gm_pool_run(p, j.threads, gemv_part, &j);
+    gm_matmul_ep(p, X, T, K, outs, n_outs, round, GM_EP_STORE);
 }
 
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,
                int round)
 {
-    const gm_out o = {Y, W, bias, N};
+    const gm_out o = {.Y = Y, .W = W, .bias = bias, .N = N};
     gm_matmul_outs(p, X, T, K, &o, 1, round);
-}
-
-/* Y = X @ W^T, one band of BAND outputs per task. */
-typedef struct nt_job {
-    float *Y;
-    const float *X;
-    const gm_bf16 *W;
-    int T, K, N, round;
-    const gm_tier *k;
-    int band; /* rows of W per task */
-} nt_job;
-
-static void matmul_nt_band(void *ctx, int i)
-{
-    const nt_job *j = ctx;
-    const gm_out o = {j->Y, j->W, NULL, j->N};
-    const int n0 = i * j->band, n1 = n0 + j->band < j->N ? n0 + j->band : j->N;
-    if (n0 >= n1)
-        return;
-    if (j->T == 1 && j->k->dot_rows) { /* the LM head in decode and lite prefill */
-        j->k->dot_rows(j->Y, j->X, j->W, j->K, n0, n1);
-        finish(j->k, &o, j->T, j->round, n0, n1);
-        return;
-    }
-    for (int t = 0; t < j->T; t += MR) {
-        const int rows = j->T - t < MR ? j->T - t : MR;
-        for (int n = n0; n < n1; n++)
-            j->k->dot(j->Y + (long)t * j->N + n, j->N, j->X + (long)t * j->K, j->K, j->W + (long)n * j->K, j->K, rows);
-    }
-    finish(j->k, &o, j->T, j->round, n0, n1);
 }
 
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N, int round)
 {
-    /* one row of X is memory-bound: one contiguous run of W's rows per thread */
-    const int band = T > 1 ? BAND : per_thread(N, gm_pool_threads(p));
-    nt_job j = {Y, X, W, T, K, N, round, tier(), band};
-    gm_pool_run(p, (N + band - 1) / band, matmul_nt_band, &j);
+    const gm_out o = {.Y = Y, .W = W, .N = N, .form = GM_W_NK};
+    gm_matmul_outs(p, X, T, K, &o, 1, round);
 }
 
 void gm_add_round(float *x, const float *y, int n, int round) { tier()->add_round(x, y, n, round); }

@@ -8,6 +8,7 @@
 #define GM_KERNELS_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gm/bf16.h"
 #include "gm/kernels.h"
@@ -16,38 +17,56 @@
 static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
 
 enum {
-    KB = 256,     /* k-block: the rows of W a band multiplies before the next */
-    GM_BAND = 192 /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */
+    KB = 256,      /* k-block: the rows of W a band multiplies before the next */
+    GM_BAND = 192, /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */
+    GM_NK_KC = 2048, /* the longest piece of k a GM_W_NK tile product sums at once */
+    GM_NK_BLOCK = 1 << 20 /* the bytes of W a block of such a product holds per piece of k: its share of L2 */
 };
 
-/*
-** Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order.
-** Xb: X in bf16 for band_bf16, ldxb values a row, rows padded with zeros to
-** a multiple of 16 and columns to a multiple of 32 (dispatch.c makes it).
-*/
+/* The piece of k a GM_W_NK tile product sums at once: K cut into equal pieces of at most GM_NK_KC, whole k-steps */
+static inline int gm_nk_kc(int K)
+{
+    const int pieces = (K + GM_NK_KC - 1) / GM_NK_KC;
+    return ((K + pieces - 1) / pieces + 31) / 32 * 32;
+}
+
+/* Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order; W (in, out). */
 typedef struct gm_band {
     float *Y;
     const float *X;
     const gm_bf16 *W;
     long ldy, ldx, ldw;
     int T, K, n0, n1;
-    const gm_bf16 *Xb;
-    long ldxb;
 } gm_band;
+
+/*
+** A block of a GM_W_NK product on tiles (nk_block): rows [n0, n1) of o's W
+** (and of o2's, the up of a SwiGLU pair: each output then pairs a row of
+** gate with the same row of up) against every row of X, as nk_pack left X
+** in Xp; each output finished by ep (gm_ep_rows) once its sum is complete.
+*/
+typedef struct gm_nk_block {
+    const struct gm_tier *k; /* the tier whose element-wise steps finish the outputs */
+    const gm_out *o, *o2;
+    const void *Xp;
+    int T, K, n0, n1;
+    gm_epilogue ep;
+    int round;
+} gm_nk_block;
 
 typedef struct gm_tier {
     const char *name; /* what gm_kernels_name() reports: GM_ISA's name, or a model's */
     unsigned needs;   /* the GM_CPU_* extensions it runs on */
     int model;        /* a software model of a wider tier, run only when selected */
+    const char *stands_for; /* a model: the tier it models (NULL: itself) */
+    gm_wform wform;         /* the form of W it reads best (gm_tier_info) */
+    int tile_sums, lanes;   /* the order of a GM_W_NK product's sums (gm_tier_info) */
 
     /* every entry a table leaves NULL is its base's (dispatch.c fills them in once): what a wider tier reuses */
     const struct gm_tier *base;
 
     /* the band above: many rows of X */
     void (*band)(const gm_band *b);
-
-    /* the same from b->Xb, when every value of X is a bf16 value (NULL: band alone) */
-    void (*band_bf16)(const gm_band *b);
 
     /*
     ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
@@ -72,6 +91,17 @@ typedef struct gm_tier {
 
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
+
+    /*
+    ** A GM_W_NK product of bf16 values on tiles (NULL: none; such products
+    ** then run as dot products). nk_packed: the bytes X takes packed;
+    ** nk_pack: rows [t0, t1) of X (T rows of K) into Xp, 0, or -1 when a
+    ** value is not a bf16 value (then the dot products run); nk_block: one
+    ** block (above).
+    */
+    size_t (*nk_packed)(int T, int K);
+    int (*nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1);
+    void (*nk_block)(const gm_nk_block *b);
 
     /* gm_attn_scores and gm_attn_values (gm/kernels.h) */
     void (*attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
@@ -102,8 +132,27 @@ static inline void gm_fetch(gm_ahead *a)
     }
 }
 
+/*
+** The amx-model's count of the bytes its tile loads read from [lo, hi)
+** (tile.h; amx_model.c holds it): how the tests see how often a product
+** reads each byte of W.
+*/
+typedef struct gm_tile_watch_range {
+    uintptr_t lo, hi;
+    _Atomic size_t bytes;
+} gm_tile_watch_range;
+extern gm_tile_watch_range gm_tile_watch;
+
 /* The tier that runs now (dispatch.c). */
 const gm_tier *gm_tier_current(void);
+
+/*
+** The epilogue ep (gm/kernels.h) on rows [t0, t1), columns [n0, n1) of o's
+** Y (and o2's, for GM_EP_SWIGLU), which hold the complete sums, on tier k's
+** element-wise steps (dispatch.c).
+*/
+void gm_ep_rows(const gm_tier *k, const gm_out *o, const gm_out *o2, gm_epilogue ep, int round, int t0, int t1,
+                int n0, int n1);
 
 extern const gm_tier gm_tier_portable;
 extern const gm_tier gm_tier_avx2;

@@ -3,8 +3,9 @@
 ** written in, in two implementations: the AMX-TILE and AMX-BF16
 ** instructions, and, with GM_TILE_MODEL defined, a software model of them
 ** with the ISA's semantics, so that the same kernel source runs and is
-** tested on a CPU without AMX (amx_model.c, "amx-model"). Also the packing
-** of two rows of W into the pair layout a B tile holds.
+** tested on a CPU without AMX (amx_model.c, "amx-model"). The model also
+** counts the bytes its tile loads read from a range the tests watch
+** (gm_tile_watch), which shows how often a product reads each byte of W.
 **
 ** The model follows the Intel SDM's operation of TDPBF16PS: for each row m
 ** of C and each column n, over the k pairs of one instruction, the even
@@ -30,22 +31,13 @@ typedef struct tile_config {
     uint8_t rows[16];
 } tile_config;
 
-/* every tile 16 rows of 64 bytes: C tiles of 16 x 16 f32, A and B tiles of 16 x 32 bf16 */
-static inline void tile_config_full(tile_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->palette = 1;
-    for (int t = 0; t < 8; t++)
-        c->colsb[t] = 64, c->rows[t] = 16;
-}
-
 #ifndef GM_TILE_MODEL
 #include <immintrin.h>
 
 /*
 ** GCC's tile macros are inline assembly that takes the address in a
 ** register and says nothing of the memory behind it, so the compiler could
-** keep the stores a load needs (the packed panel) in flight, or drop them,
+** keep the stores a load needs (an edge copy, a staged C tile) in flight, or drop them,
 ** and read what a store wrote before it is there: a compiler barrier on the
 ** memory side of each load and store.
 */
@@ -65,24 +57,11 @@ static inline void tile_config_full(tile_config *c)
     } while (0)
 #define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 
-/* B-tile row: 16 columns of rows r0 and r1 (NULL: zeros) as pairs (r0[i], r1[i]); the first n valid, 0 after */
-static inline void tile_pack_pairs(gm_bf16 *dst, const gm_bf16 *r0, const gm_bf16 *r1, int n)
-{
-    if (n == 16 && r0 && r1) {
-        const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                             6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-        const __m512i ab = _mm512_inserti64x4(
-            _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)r0)),
-            _mm256_loadu_si256((const __m256i *)(const void *)r1), 1);
-        _mm512_store_si512((void *)dst, _mm512_permutexvar_epi16(idx, ab));
-        return;
-    }
-    for (int i = 0; i < 16; i++)
-        dst[2 * i] = i < n && r0 ? r0[i] : 0, dst[2 * i + 1] = i < n && r1 ? r1[i] : 0;
-}
-
 #else /* the model */
 #include <math.h>
+#include <stdatomic.h>
+
+#include "kernels_impl.h"
 
 /* the tile registers and the configuration, one set per thread as the hardware's */
 static _Thread_local struct {
@@ -97,8 +76,12 @@ static inline void TILE_ZERO(int t) { memset(tm.t[t], 0, sizeof tm.t[t]); }
 static inline void TILE_LOAD(int t, const void *p, long stride)
 {
     TILE_ZERO(t);
-    for (int r = 0; r < tm.cfg.rows[t]; r++)
-        memcpy(tm.t[t] + r * 64, (const uint8_t *)p + r * stride, tm.cfg.colsb[t]);
+    for (int r = 0; r < tm.cfg.rows[t]; r++) {
+        const uint8_t *row = (const uint8_t *)p + r * stride;
+        memcpy(tm.t[t] + r * 64, row, tm.cfg.colsb[t]);
+        if ((uintptr_t)row >= gm_tile_watch.lo && (uintptr_t)row < gm_tile_watch.hi)
+            atomic_fetch_add_explicit(&gm_tile_watch.bytes, tm.cfg.colsb[t], memory_order_relaxed);
+    }
 }
 
 static inline void TILE_STORE(int t, void *p, long stride)
@@ -134,12 +117,6 @@ static inline void TILE_DP(int c, int a, int b)
             memcpy(tm.t[c] + m * 64 + 4 * n, &y, 4);
         }
     }
-}
-
-static inline void tile_pack_pairs(gm_bf16 *dst, const gm_bf16 *r0, const gm_bf16 *r1, int n)
-{
-    for (int i = 0; i < 16; i++)
-        dst[2 * i] = i < n && r0 ? r0[i] : 0, dst[2 * i + 1] = i < n && r1 ? r1[i] : 0;
 }
 
 #endif

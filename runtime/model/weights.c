@@ -2,6 +2,7 @@
 #include "gm/weights.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,10 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 typedef struct item {
     const st_tensor *t;
     st_source src;      /* the open file, from st_model */
+    const void *data;   /* its bytes in the file's mapping */
     gm_src_type type;
-    int transpose;
+    int transpose;      /* transposed on the way in: a projection loaded in the form GM_W_KN */
+    int in_place;       /* used where it lies in the mapping (else copied into the arena) */
     size_t offset;      /* its place in the arena, in bytes */
     gm_bf16 **field;    /* the Weights field that points at it */
 } item;
@@ -66,10 +69,13 @@ static size_t cols_of(const st_tensor *t) { return t->rank == 2 ? (size_t)t->sha
 
 static size_t row_bytes(const item *it) { return cols_of(it->t) * st_dtype_size(it->t->dtype); }
 
-/* bf16 kept as is: read straight into the arena (else it is transposed or converted). */
+/* bf16 kept as is: used in place, or read straight into the arena (else it is transposed or converted). */
 static int read_straight(const item *it) { return !it->transpose && it->type == GM_SRC_BF16; }
 
-static gm_bf16 *dst_of(const plan *p, const item *it) { return (gm_bf16 *)(void *)(p->base + it->offset); }
+static gm_bf16 *dst_of(const plan *p, const item *it)
+{
+    return it->in_place ? (gm_bf16 *)(uintptr_t)it->data : (gm_bf16 *)(void *)(p->base + it->offset);
+}
 
 /* The rows of one piece of the item: about PIECE_BYTES of them, a whole multiple of 32. */
 static size_t piece_rows(const item *it)
@@ -82,8 +88,9 @@ static gm_src_type src_type(st_dtype d) { return d == ST_F32 ? GM_SRC_F32 : d ==
 
 /*
 ** Plan: check every tensor the specs name (present, shape, float dtype),
-** give it its place in the arena, 64-byte aligned, and cut it into pieces
-** of about PIECE_BYTES, whole multiples of 32 rows.
+** decide where it is held (in place, or its place in the arena, 64-byte
+** aligned), and cut it into pieces of about PIECE_BYTES, whole multiples
+** of 32 rows.
 */
 static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec *specs, size_t n_specs,
                      const st_model *m, const char *dir, gm_status *st)
@@ -102,9 +109,13 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
             if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
                 return st->code;
             item *it = &p->items[p->n_items++];
-            *it = (item){t, st_model_source(m, t), src_type(t->dtype), s->transpose, p->size, field(lay, s, l)};
-            const size_t bytes = (size_t)t->shape[0] * cols_of(t) * 2;
-            p->size += (bytes + 63) / 64 * 64;
+            *it = (item){t, st_model_source(m, t), st_model_data(m, t), src_type(t->dtype),
+                         s->transpose && lay->form == GM_W_KN, 0, p->size, field(lay, s, l)};
+            it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
+            if (!it->in_place) {
+                const size_t bytes = (size_t)t->shape[0] * cols_of(t) * 2;
+                p->size += (bytes + 63) / 64 * 64;
+            }
             const size_t rows = (size_t)t->shape[0], step = piece_rows(it);
             n_pieces += rows ? (rows + step - 1) / step : 1;
         }
@@ -124,21 +135,23 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
     return 0;
 }
 
-/* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch). */
+/* Fresh memory for size bytes, asking for huge pages (fewer faults on first touch); none for 0 bytes. */
 static int arena_new(gm_arena *a, size_t size, gm_status *st)
 {
-    void *m = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (size == 0)
+        return 0;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return gm_fail(st, GM_ENOMEM, "weights: cannot allocate %zu bytes: %s", size, strerror(errno));
 #ifdef MADV_HUGEPAGE
     madvise(m, size, MADV_HUGEPAGE);
 #endif
     a->base = m;
-    a->size = size ? size : 1;
+    a->size = size;
     return 0;
 }
 
-/* Place: the arena, and every field pointing at its tensor's place in it. */
+/* Place: the arena, and every field pointing at its tensor's place, in it or in a mapping. */
 static int place(plan *p, gm_arena *arena, gm_status *st)
 {
     if (arena_new(arena, p->size, st))
@@ -168,12 +181,40 @@ static int read_rows(const plan *p, size_t k, uint8_t *buf, size_t at, size_t by
 }
 
 /*
-** Task k: piece k's rows into place. bf16 kept as is: read straight into
-** the arena, the least any copying loader can do. Transposed or converted:
-** read BLOCK_ROWS rows at a time into a buffer (768 KB for the 3 KB rows of
-** most projections, in cache), and from there into the arena. Reading
-** rather than mapping the file spares the page tables of its 4 KB pages,
-** and no page of the file stays resident.
+** A piece used in place: its pages of the mapping read in and mapped now
+** (MADV_POPULATE_READ, or one read a page where the kernel lacks it), so
+** that no product meets a page fault; a read error is the load's.
+*/
+static void populate_piece(const plan *p, size_t k)
+{
+    const piece *pc = &p->pieces[k];
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), rb = row_bytes(pc->it);
+    const uintptr_t from = ((uintptr_t)pc->it->data + pc->r0 * rb) / page * page;
+    const uintptr_t to = (uintptr_t)pc->it->data + pc->r1 * rb;
+    if (to <= from)
+        return;
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)from, to - from, MADV_POPULATE_READ) == 0)
+        return;
+    if (errno != EINVAL) {
+        gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed: %s", pc->it->src.path, pc->it->t->name,
+                strerror(errno));
+        return;
+    }
+#endif
+    volatile uint8_t sink = 0;
+    for (uintptr_t a = from; a < to; a += page)
+        sink ^= *(const volatile uint8_t *)a;
+    (void)sink;
+}
+
+/*
+** Task k: piece k's rows into place. Used in place: its pages populated.
+** bf16 kept as is but copied: read straight into the arena. Transposed or
+** converted: read BLOCK_ROWS rows at a time into a buffer (768 KB for the
+** 3 KB rows of most projections, in cache), and from there into the arena.
+** Reading these rather than going through the mapping spares the page
+** tables of their 4 KB pages, and none of their pages stays resident.
 */
 static void load_piece(void *ctx, int k)
 {
@@ -182,6 +223,10 @@ static void load_piece(void *ctx, int k)
     const item *it = pc->it;
     const size_t rows = (size_t)it->t->shape[0], cols = cols_of(it->t), rb = row_bytes(it);
     gm_bf16 *dst = dst_of(p, it);
+    if (it->in_place) {
+        populate_piece(p, (size_t)k);
+        return;
+    }
     if (read_straight(it)) {
         read_rows(p, (size_t)k, (uint8_t *)(dst + pc->r0 * cols), 0, (pc->r1 - pc->r0) * rb);
         return;
@@ -255,7 +300,7 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
     free(p.items);
     free(p.pieces);
     free(p.errors);
-    st_model_close(m);
+    lay->arena->files = m; /* the mappings the tensors used in place live in, until gm_weights_free */
     if (st->code)
         gm_weights_free(lay, specs, n_specs);
     return st->code;
@@ -266,6 +311,7 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 {
     if (lay->arena->base)
         munmap(lay->arena->base, lay->arena->size);
+    st_model_close(lay->arena->files);
     memset(lay->arena, 0, sizeof *lay->arena);
     for (size_t i = 0; i < n_specs; i++)
         for (int l = 0; l < (specs[i].per_layer ? lay->n_layers : 1); l++)

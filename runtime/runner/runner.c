@@ -262,38 +262,12 @@ static void qk_row(void *ctx, int t)
     }
 }
 
-/* x = bf(x + attention output), the residual; then h = ffn_norm(x) */
-static void attn_residual_row(void *ctx, int t)
+/* h = ffn_norm(x), x already holding the residual stream after attention */
+static void ffn_norm_row(void *ctx, int t)
 {
     const row_job *j = ctx;
     rt_session *s = j->s;
-    float *x = s->x + (long)t * s->H;
-    gm_add_round(x, s->o + (long)t * s->H, s->H, s->opt.precision == RT_BF16);
-    rms_norm(s, s->h + (long)t * s->H, x, j->w->ffn_norm, s->H);
-}
-
-/*
-** g = bf(bf(SiLU(g)) * u), SiLU in fp32: element by element, so the n rows
-** are cut into equal parts, one per thread when there is one row (decode),
-** each a whole number of cache lines.
-*/
-typedef struct swiglu_job {
-    rt_session *s;
-    long n, part;
-} swiglu_job;
-
-static void swiglu_part(void *ctx, int i)
-{
-    const swiglu_job *j = ctx;
-    const long a = i * j->part, b = a + j->part < j->n ? a + j->part : j->n;
-    gm_swiglu(j->s->g + a, j->s->u + a, (int)(b - a), j->s->opt.precision == RT_BF16);
-}
-
-/* x = bf(x + MLP output) */
-static void mlp_residual_row(void *ctx, int t)
-{
-    const row_job *j = ctx;
-    gm_add_round(j->s->x + (long)t * j->s->H, j->s->o + (long)t * j->s->H, j->s->H, j->s->opt.precision == RT_BF16);
+    rms_norm(s, s->h + (long)t * s->H, s->x + (long)t * s->H, j->w->ffn_norm, s->H);
 }
 
 /* Tokens tokens[0..n) at positions pos0.. through every layer; x ends as the last layer's output. */
@@ -302,6 +276,7 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
     const rt_model *m = s->m;
     const int H = s->H, hd = s->hd, qw = s->nh * hd, kvw = s->nkv * hd, F = s->F;
     const int pos0 = s->pos, round = s->opt.precision == RT_BF16, threads = gm_pool_threads(s->pool);
+    const gm_wform f = m->wform;
 
     for (int t = 0; t < n; t++) /* the embedding: a row lookup, exact */
         for (int i = 0; i < H; i++)
@@ -317,20 +292,25 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 
         gm_pool_run(s->pool, n, attn_norm_row, &rj);
         /* q/k/v projections, the bias (Qwen2) inside the one rounding, before RoPE */
-        const gm_out qkv[] = {{s->q, w->wq, w->bq, qw}, {kc, w->wk, w->bk, kvw}, {vc, w->wv, w->bv, kvw}};
+        const gm_out qkv[] = {{.Y = s->q, .W = w->wq, .bias = w->bq, .N = qw, .form = f},
+                              {.Y = kc, .W = w->wk, .bias = w->bk, .N = kvw, .form = f},
+                              {.Y = vc, .W = w->wv, .bias = w->bv, .N = kvw, .form = f}};
         gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
         gm_pool_run(s->pool, n, qk_row, &rj);
         att_job job = {.s = s, .n = n, .pos0 = pos0, .layer = l, .blocks = (n + s->att_rows - 1) / s->att_rows};
         atomic_init(&job.next, 0);
         gm_pool_run(s->pool, threads, attend_slot, &job);
-        gm_matmul(s->pool, s->o, s->att, w->wo, NULL, n, qw, H, round);
-        gm_pool_run(s->pool, n, attn_residual_row, &rj);
-        const gm_out gate_up[] = {{s->g, w->w_gate, NULL, F}, {s->u, w->w_up, NULL, F}};
-        gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
-        swiglu_job sj = {s, (long)n * F, n > 1 ? F : ((F + threads - 1) / threads + 15) / 16 * 16};
-        gm_pool_run(s->pool, (int)((sj.n + sj.part - 1) / sj.part), swiglu_part, &sj);
-        gm_matmul(s->pool, s->o, s->g, w->w_down, NULL, n, F, H, round);
-        gm_pool_run(s->pool, n, mlp_residual_row, &rj);
+        /* o_proj, and the residual x = bf(x + bf(o)) as each output is done */
+        const gm_out o_proj = {.Y = s->o, .W = w->wo, .N = H, .form = f, .R = s->x};
+        gm_matmul_ep(s->pool, s->att, n, qw, &o_proj, 1, round, GM_EP_ADD);
+        gm_pool_run(s->pool, n, ffn_norm_row, &rj);
+        /* gate and up, and g = bf(bf(SiLU(g)) * u) (SiLU in fp32) as each pair of outputs is done */
+        const gm_out gate_up[] = {{.Y = s->g, .W = w->w_gate, .N = F, .form = f},
+                                  {.Y = s->u, .W = w->w_up, .N = F, .form = f}};
+        gm_matmul_ep(s->pool, s->h, n, H, gate_up, 2, round, GM_EP_SWIGLU);
+        /* down, and the residual x = bf(x + bf(down)) */
+        const gm_out down = {.Y = s->o, .W = w->w_down, .N = H, .form = f, .R = s->x};
+        gm_matmul_ep(s->pool, s->g, n, F, &down, 1, round, GM_EP_ADD);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */
             memcpy(r->layers + (long)l * n * H, s->x, sizeof(float) * (size_t)n * H);
         if (s->opt.progress && n > 1)

@@ -2,15 +2,20 @@
 ** The matrix kernels of the runner: bf16 weights, f32 activations, f32
 ** accumulation. Each output is one f32 sum (plus the bias) rounded once to
 ** bf16 when asked, which is how Hugging Face's bf16 linears behave.
-** Work is split over the pool's threads by output columns. The widest tier
-** the CPU has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one.
+** Work is split over the pool's threads by outputs. The widest tier the CPU
+** has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one.
+**
+** W comes in two forms (gm_wform): (in, out), which the FMA tiers read
+** best, and Hugging Face's (out, in), which the AMX tier reads straight
+** into tiles; the loader gives the runner the running tier's form.
 ** Where X holds bf16 values (the runner's bf16 mode) every product is exact
-** in f32, and gm_matmul and gm_matmul_outs give the same bits on every tier
-** but AMX, whose products of two or more rows sum in the order TDPBF16PS
-** defines (pairs of k, 32 at a time); in f32 mode a fused multiply-add and a
-** multiply-then-add differ in the last bits, AMX leaves X's products to the
-** AVX-512 tier, and gm_matmul_nt's vector dot products sum in lanes. The same
-** choice of tier serves the load-time transposes at the end of this header.
+** in f32, so only the order of the sums can tell the tiers apart: an
+** (in, out) product is one FMA chain in k order on every tier (the same
+** bits everywhere); an (out, in) one sums in TDPBF16PS's order on the AMX
+** tiers and in lanes on the FMA ones (gm_tier_info says which). In f32 mode
+** a fused multiply-add and a multiply-then-add differ in the last bits, and
+** the AMX tier leaves X's products to the AVX-512 tier. The same choice of
+** tier serves the load-time transposes at the end of this header.
 */
 #ifndef GM_KERNELS_H
 #define GM_KERNELS_H
@@ -22,32 +27,66 @@
 #include "gm/status.h"
 
 /*
-** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major, as the
-** generated loader hands projections over. bias may be NULL. round: round
-** each output to bf16 (after adding the bias).
+** How a weight matrix W of K inputs and N outputs lies in memory. Each tier
+** reads one form best (gm_kernels_wform), and the loader puts projections
+** in that form for the runner; every tier computes both, the other one on
+** a slower path of its own.
+*/
+typedef enum gm_wform {
+    GM_W_KN = 0, /* (in, out) row-major, y = x @ W: the NPU pipeline's layout (the loader transposes HF's) */
+    GM_W_NK = 1  /* (out, in) row-major, y = x @ W^T: Hugging Face's own, as the file holds it */
+} gm_wform;
+
+/*
+** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major (GM_W_KN).
+** bias may be NULL. round: round each output to bf16 (after adding the bias).
 */
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
                int T, int K, int N, int round);
 
-/* One output of gm_matmul_outs: Y[T][N] = X @ W[K][N] (+ bias[N]; bias may be NULL). */
+/*
+** One output of gm_matmul_outs: Y[T][N] = X @ W (+ bias[N]; bias may be
+** NULL), W in the given form. R: the residual stream GM_EP_ADD adds into.
+*/
 typedef struct gm_out {
     float *Y;
     const gm_bf16 *W, *bias;
     int N;
+    gm_wform form;
+    float *R;
 } gm_out;
 
 enum { GM_MAX_OUTS = 4 };
 
 /*
+** What is done with each output once its sum is complete, where Hugging
+** Face's bf16 ops round (r(): to bf16 when round is set, else nothing):
+**   GM_EP_STORE   Y = r(sum + bias)
+**   GM_EP_ADD     Y = r(sum + bias), then R = r(R + Y): a residual add
+**   GM_EP_SWIGLU  outputs in pairs (gate, up), equal N: with g = r(gate's
+**                 sum) and u = r(up's sum), gate's Y = r(r(g / (1 + exp(-g))) u)
+**                 (SiLU in f32); up's Y holds u, or is scratch
+** The tiers fold them into the products where they can (the outputs of a
+** block of columns are finished while they are in cache); the values are
+** those of the product, then the step, in any case.
+*/
+typedef enum gm_epilogue { GM_EP_STORE = 0, GM_EP_ADD, GM_EP_SWIGLU } gm_epilogue;
+
+/*
 ** gm_matmul for up to GM_MAX_OUTS outputs that share the input X (q, k and
 ** v; gate and up) in one parallel run: the threads split the work of all of
 ** them, so each reads longer runs of memory and none waits between them.
+** Every output of one call has the same form.
 */
 void gm_matmul_outs(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round);
 
+/* gm_matmul_outs, each output finished by ep. */
+void gm_matmul_ep(gm_pool *p, const float *X, int T, int K, const gm_out *outs, int n_outs, int round,
+                  gm_epilogue ep);
+
 /*
-** Y[T][N] = X[T][K] @ W[N][K]^T: W's rows are the outputs, as the (vocab, emb)
-** lm_head and embedding table are stored.
+** Y[T][N] = X[T][K] @ W[N][K]^T: W's rows are the outputs (GM_W_NK), as the
+** (vocab, emb) lm_head and embedding table are stored.
 */
 void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T, int K, int N,
                   int round);
@@ -106,6 +145,28 @@ int gm_kernels_check(gm_status *st);
 
 /* Every tier's name, widest first, NULL-terminated: available here or not. */
 const char *const *gm_kernels_tiers(void);
+
+/* What a tier is, for the loader, the tests and the benchmark. */
+typedef struct gm_tier_info {
+    const char *name;       /* GM_ISA's name, or a software model's ("amx-model") */
+    const char *stands_for; /* the hardware tier whose kernel source it runs: its own name, or the modelled one's */
+    int model;              /* a software model: runs only when selected */
+    gm_wform wform;         /* the form of W its products read best, which the loader gives the runner */
+    /*
+    ** The order of the sums of a GM_W_NK product of bf16 values (a GM_W_KN
+    ** one is one FMA chain in k order on every tier): tile_sums, TDPBF16PS's
+    ** (pairs of k, 32 at a time; tests/test_kernels.c writes it out from
+    ** the SDM); else `lanes` partial sums added across at the end (0: one
+    ** sum in k order).
+    */
+    int tile_sums, lanes;
+} gm_tier_info;
+
+/* The named tier's traits (NULL: the running tier's); NULL for a name no tier has. */
+const gm_tier_info *gm_kernels_info(const char *name);
+
+/* The running tier's gm_kernels_info(NULL)->wform: the form the loader gives the runner. */
+gm_wform gm_kernels_wform(void);
 
 /* The plain reference: one dot product per output, no blocking, one thread. */
 void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,

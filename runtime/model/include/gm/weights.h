@@ -1,12 +1,19 @@
 /*
 ** Loading a model's weights by table. Generated code describes every tensor
 ** of its model once, as a gm_tensor_spec (HF name, destination field, HF
-** shape, transposed or not); the runtime loads, finds and frees by that table.
+** shape, a projection or not); the runtime loads, finds and frees by that table.
 **
-** Every tensor lands in one arena: a single anonymous mapping, asking for
-** huge pages, filled by all threads with pread from the files the
-** safetensors reader opened (no file pages stay in the process), converted
-** and transposed on the way in by the kernels' load-time routines.
+** Projections are held in the form the caller asks for (gm_wform,
+** gm/kernels.h): (in, out), the NPU pipeline's layout, transposed on the way
+** in; or (out, in), Hugging Face's, as the file holds it. Every tensor kept
+** as the file holds it (bf16, not transposed) is used in place, in the
+** files' read-only mappings, which stay open with the weights: no copy, no
+** fresh memory. (Its data must start at an even offset, as bf16 needs:
+** safetensors pads the header to 8 bytes and tensors follow each other, so
+** it always does; one that does not is copied.) The rest, converted from
+** F16 or F32 or transposed, lands in one arena: a single anonymous mapping,
+** asking for huge pages, filled by all threads with pread from the files,
+** converted and transposed by the kernels' load-time routines.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H
@@ -15,6 +22,7 @@
 #include <stdint.h>
 
 #include "gm/bf16.h"
+#include "gm/kernels.h"
 #include "gm/safetensors.h"
 #include "gm/status.h"
 
@@ -24,18 +32,20 @@ typedef struct gm_tensor_spec {
     size_t offset;       /* offsetof the gm_bf16 * field */
     int rank;            /* 1 or 2 */
     int64_t shape[2];    /* as HF stores it: (out, in) for projections */
-    int transpose;       /* 1: held as (in, out), row-major */
+    int transpose;       /* 1: a projection, held as (in, out) row-major when loaded in the form GM_W_KN */
 } gm_tensor_spec;
 
-/* The memory every loaded tensor of a model lives in. */
+/* The memory every loaded tensor of a model lives in: the arena, and the files mapped. */
 typedef struct gm_arena {
     void *base;
     size_t size;
+    st_model *files;
 } gm_arena;
 
 /*
 ** Where the weights live: the Weights struct, its layers array, one layer's
-** size, the number of layers, and the arena that owns the tensors.
+** size, the number of layers, the arena that owns the tensors, and the form
+** the projections are to be held in.
 */
 typedef struct gm_weights_layout {
     void *weights;
@@ -43,13 +53,15 @@ typedef struct gm_weights_layout {
     size_t layer_size;
     int n_layers;
     gm_arena *arena;
+    gm_wform form;
 } gm_weights_layout;
 
 /*
 ** Load every tensor of specs from the safetensors files in dir into the
-** fields the specs name, all in one arena, using threads threads (<= 0:
-** gm_default_threads()). On failure nothing stays allocated and st names
-** the file and tensor.
+** fields the specs name, in place in the files' mappings or in one arena,
+** using threads threads (<= 0: gm_default_threads()); every page is in
+** memory when it returns. On failure nothing stays allocated or mapped and
+** st names the file and tensor.
 */
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     size_t n_specs, const char *dir, int threads, gm_status *st);
@@ -63,13 +75,14 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 int gm_weights_load_tensor(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                            gm_bf16 **out, gm_status *st);
 
-/* Release the arena and set every field the specs name to NULL. */
+/* Release the arena and the mappings and set every field the specs name to NULL. */
 void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                      size_t n_specs);
 
 /*
 ** The buffer the loader filled for HF tensor `name` ("model.layers.3.mlp.up_proj.weight"),
-** and its spec in *spec; NULL when no spec matches.
+** and its spec in *spec; NULL when no spec matches. It is held transposed,
+** (in, out), when spec->transpose is set and lay->form is GM_W_KN.
 */
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                                size_t n_specs, const char *name,

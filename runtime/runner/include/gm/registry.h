@@ -26,7 +26,9 @@ typedef struct gm_model_entry {
     bool qkv_bias, qk_norm; /* what that architecture implies (generator/lua/families.lua), not config.json */
     void (*config)(gm_config *out); /* <id>_config_default(), exported */
     size_t weights_size;            /* sizeof(<id>_Weights) */
-    int (*load)(void *w, const char *dir, gm_status *st);  /* <id>_weights_load */
+    /* <id>_weights_load_form in the form the running kernel tier reads best (gm_kernels_wform): the runner's */
+    int (*load)(void *w, const char *dir, gm_status *st);
+    int (*load_form)(void *w, const char *dir, gm_wform form, gm_status *st); /* <id>_weights_load_form */
     void (*free)(void *w);                                 /* <id>_weights_free */
     const gm_bf16 *(*find)(const void *w, const char *hf_name, const gm_tensor_spec **spec);
     int (*rope_table)(gm_bf16 **table, int seq_len, gm_status *st);

@@ -16,12 +16,13 @@
 
 #include "gm/bf16.h"
 #include "gm/config.h"
+#include "gm/kernels.h"
 #include "gm/status.h"
 
-/* One decoder layer's weights; projections (in, out) row-major. NULL: not in this family. */
+/* One decoder layer's weights; projections in the form rt_model.wform says. NULL: not in this family. */
 typedef struct rt_layer {
     const gm_bf16 *attn_norm, *ffn_norm;      /* (emb) */
-    const gm_bf16 *wq, *wk, *wv, *wo;         /* (emb, nh*hd), (emb, nkv*hd) x2, (nh*hd, emb) */
+    const gm_bf16 *wq, *wk, *wv, *wo;         /* (emb, nh*hd), (emb, nkv*hd) x2, (nh*hd, emb) as (in, out) */
     const gm_bf16 *bq, *bk, *bv;              /* q/k/v bias (Qwen2) */
     const gm_bf16 *q_norm, *k_norm;           /* per-head RMSNorm weights (Qwen3), (hd) */
     const gm_bf16 *w_gate, *w_up, *w_down;    /* (emb, hidden) x2, (hidden, emb) */
@@ -29,6 +30,7 @@ typedef struct rt_layer {
 
 typedef struct rt_model {
     gm_config cfg;
+    gm_wform wform;           /* the projections' form: GM_W_KN (in, out) or GM_W_NK (out, in), row-major */
     const gm_bf16 *tok_embd;  /* (vocab, emb) */
     const gm_bf16 *out_norm;  /* (emb) */
     const gm_bf16 *lm_head;   /* (vocab, emb); the embedding table when tied */

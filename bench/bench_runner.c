@@ -212,11 +212,12 @@ static const char *bench_dir;
 
 static void child_copy(const void *path) { copy_once(path, gm_default_threads()); }
 
-static void child_load(const void *unused)
+/* The loader in the form tier `name` reads, on that tier's kernels (its transposes) */
+static void child_load(const void *name)
 {
-    (void)unused;
     gm_status st = {0};
     void *w = calloc(1, bench_model->weights_size);
+    gm_kernels_select(name);
     if (bench_model->load(w, bench_dir, &st)) {
         fprintf(stderr, "bench_runner: %s\n", st.msg);
         _exit(1);
@@ -333,11 +334,29 @@ static double torch_ask(torch_proc *tp, const char *fmt, ...)
 
 typedef enum tier_id { TIER_AMX, TIER_AVX512, TIER_AVX2, TIER_PORTABLE } tier_id;
 
+/* Which hardware tier a tier's kernels are (a software model stands for the one it models) */
 static tier_id tier_of(const char *name)
 {
-    return !strcmp(name, "amx") ? TIER_AMX : !strcmp(name, "avx512") ? TIER_AVX512
-                                          : !strcmp(name, "avx2")   ? TIER_AVX2
-                                                                    : TIER_PORTABLE;
+    const char *hw = gm_kernels_info(name)->stands_for;
+    return !strcmp(hw, "amx") ? TIER_AMX : !strcmp(hw, "avx512") ? TIER_AVX512 : !strcmp(hw, "avx2") ? TIER_AVX2
+                                                                                                   : TIER_PORTABLE;
+}
+
+/* The peak a tier's products are measured against: the portable tier's against AVX2's */
+static peak_kind peak_of(tier_id t)
+{
+    return t == TIER_AMX ? PEAK_AMX_BF16 : t == TIER_AVX512 ? PEAK_AVX512_FMA : PEAK_AVX2_FMA;
+}
+
+/* " (share%)" parts of one prefill's profile, averaged over its runs: where the time went */
+static void print_profile(const rt_profile *p, int runs, double seconds)
+{
+    const double v[] = {p->projections, p->attention, p->elementwise, p->lm_head, p->conversions};
+    const char *name[] = {"projections", "attention", "element-wise steps", "LM head", "conversions"};
+    printf("  where the time went (mean of %d): ", runs);
+    for (int i = 0; i < 5; i++)
+        printf("%s%s %.3f s (%.0f%%)", i ? ", " : "", name[i], v[i] / runs, 100.0 * v[i] / runs / seconds);
+    printf("; the rest %.3f s\n", seconds - (v[0] + v[1] + v[2] + v[3] + v[4]) / runs);
 }
 
 /* A comma-separated list of positive numbers into v[0..max); how many. */
@@ -363,14 +382,14 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..] [--steps N]\n"
-            "                    [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH]\n");
+            "                    [--tiers] [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     int lens[MAX_LENS] = {32, 512, 2048}, reps[MAX_LENS] = {7, 3, 1}, n_lens = 3, n_reps = 3, steps = 16, turns = 5;
-    int use_torch = 1;
+    int use_torch = 1, all_tiers = 0;
     double budget = 120;
     const char *keep = NULL, *only = NULL, *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) /* --quick first: the options given beside it override its choices */
@@ -394,6 +413,8 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (!strcmp(argv[i], "--no-torch"))
             use_torch = 0;
+        else if (!strcmp(argv[i], "--tiers"))
+            all_tiers = 1;
         else if (!strcmp(argv[i], "--torch-budget") && i + 1 < argc)
             budget = atof(argv[++i]);
         else if (!strcmp(argv[i], "--python") && i + 1 < argc)
@@ -428,6 +449,11 @@ int main(int argc, char **argv)
     char dir[4096];
     if (keep) {
         snprintf(dir, sizeof dir, "%s", keep);
+        gm_status kst = {0};
+        if (gm_mkdir_p(dir, &kst)) {
+            fprintf(stderr, "bench_runner: --keep %s: %s\n", dir, kst.msg);
+            return 1;
+        }
     } else {
         snprintf(dir, sizeof dir, "%s/gm-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         if (!mkdtemp(dir)) {
@@ -443,11 +469,25 @@ int main(int argc, char **argv)
     const int cores = gm_default_threads();
     const int K = cores > 1 ? 2 : 1, nthr[2] = {1, cores};
     const unsigned feats = gm_cpu_features();
-    const tier_id tier = tier_of(gm_kernels_name());
+    /* the tiers measured: the running one, or with --tiers every one this CPU has, widest first */
+    enum { MAX_TIERS = 8 };
+    const char *tn[MAX_TIERS];
+    int n_tiers = 0;
+    if (all_tiers) {
+        for (const char *const *t = gm_kernels_tiers(); *t && n_tiers < MAX_TIERS; t++)
+            if (!gm_kernels_info(*t)->model && gm_kernels_select(*t) == 0)
+                tn[n_tiers++] = *t;
+        gm_kernels_select(NULL);
+    } else {
+        tn[n_tiers++] = gm_kernels_name();
+    }
+    char tier_list[256] = "";
+    for (int i = 0; i < n_tiers; i++)
+        snprintf(tier_list + strlen(tier_list), sizeof tier_list - strlen(tier_list), "%s%s", i ? ", " : "", tn[i]);
     printf("model: random weights with the shapes of %s in %s (made in %.1f s)\n", e->repo, dir, now() - t0);
-    printf("kernels: the %s tier (CPU: %s%s%s%s%s%s%s%s); threads: 1 and %d; every figure the median of its repeats, "
+    printf("kernels: the %s tier%s (CPU: %s%s%s%s%s%s%s%s); threads: 1 and %d; every figure the median of its repeats, "
            "measured in turns with what it is compared to\n",
-           gm_kernels_name(), feats & GM_CPU_AVX2 ? "avx2" : "", feats & GM_CPU_FMA ? " fma" : "",
+           tier_list, n_tiers > 1 ? "s, in turns" : "", feats & GM_CPU_AVX2 ? "avx2" : "", feats & GM_CPU_FMA ? " fma" : "",
            feats & GM_CPU_AVX512 ? " avx512" : "", feats & GM_CPU_AVX512_BF16 ? " avx512-bf16" : "",
            feats & GM_CPU_AMX_BF16 ? " amx-bf16" : "", feats ? "" : "no vector extensions",
            *isa ? "; GM_ISA=" : "", isa, cores);
@@ -497,30 +537,36 @@ int main(int argc, char **argv)
            (double)bwp.size / (1 << 30));
 
     if (!only || strcmp(only, "run") != 0) {
-        /* loading: the file read once into fresh memory, then our loader; each in a fresh child process */
+        /* loading, per tier (its form of W): the file read once into fresh memory, then our loader; each in a fresh
+           child process */
         bench_model = e;
         bench_dir = dir;
-        double copy[5], load[5], rss[5], lratio[5], file_size;
+        double file_size;
         {
             int fd = open(path, O_RDONLY);
             file_size = (double)lseek(fd, 0, SEEK_END);
             close(fd);
         }
-        for (int r = 0; r < turns; r++) {
-            if (r % 2) { /* in turns, which goes first: neither always meets the memory the other just freed */
-                rss[r] = in_child(child_load, NULL, &load[r]);
-                in_child(child_copy, path, &copy[r]);
-            } else {
-                in_child(child_copy, path, &copy[r]);
-                rss[r] = in_child(child_load, NULL, &load[r]);
+        for (int ti = 0; ti < n_tiers; ti++) {
+            double copy[5], load[5], rss[5], lratio[5];
+            for (int r = 0; r < turns; r++) {
+                if (r % 2) { /* in turns, which goes first: neither always meets the memory the other just freed */
+                    rss[r] = in_child(child_load, tn[ti], &load[r]);
+                    in_child(child_copy, path, &copy[r]);
+                } else {
+                    in_child(child_copy, path, &copy[r]);
+                    rss[r] = in_child(child_load, tn[ti], &load[r]);
+                }
+                lratio[r] = load[r] / copy[r];
             }
-            lratio[r] = load[r] / copy[r];
+            const int as_is = gm_kernels_info(tn[ti])->wform == GM_W_NK;
+            printf("load, %s tier (W %s): %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f "
+                   "(target <= %s)\n", tn[ti], as_is ? "(out, in), in place" : "(in, out), transposed",
+                   median(load, turns), file_size / 1e9, median(copy, turns), median(lratio, turns), as_is ? "1.0" : "1.3");
+            const double peak_rss = median(rss, turns);
+            printf("load peak RSS, %s tier: %.2f GB, %.2fx the model file (target <= 1.05)\n", tn[ti], peak_rss / 1e9,
+                   peak_rss / file_size);
         }
-        printf("load: %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f (target <= 1.5)\n",
-               median(load, turns), file_size / 1e9, median(copy, turns), median(lratio, turns));
-        const double peak_rss = median(rss, turns);
-        printf("load peak RSS: %.2f GB, %.2fx the model file (target <= 1.25)\n", peak_rss / 1e9,
-               peak_rss / file_size);
     }
     if (only && strcmp(only, "load") == 0) {
         bw_free(&bwp);
@@ -529,20 +575,40 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    /* each tier's weights, in its form (loaded once a form), and its sessions on 1 thread and on every core */
     gm_status st = {0};
-    void *w = calloc(1, e->weights_size);
-    if (e->load(w, dir, &st)) {
-        fprintf(stderr, "bench_runner: %s\n", st.msg);
-        return 1;
-    }
-    rt_layer *layers = calloc((size_t)e->n_layers, sizeof *layers);
-    rt_model m;
-    e->view(w, layers, &m);
-    const gm_config *cf = &m.cfg;
+    void *wts[2] = {NULL, NULL}; /* by form */
+    rt_layer *lays[2] = {NULL, NULL};
+    rt_model models[2];
     int max_len = 0;
     for (int j = 0; j < n_lens; j++)
         max_len = lens[j] > max_len ? lens[j] : max_len;
     const int cap = max_len + steps + 64;
+    static rt_session *sess[MAX_TIERS][2];
+    static rt_profile prof[MAX_TIERS][2]; /* each session's, emptied before each prompt length */
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const gm_wform f = gm_kernels_info(tn[ti])->wform;
+        gm_kernels_select(tn[ti]);
+        if (!wts[f]) {
+            wts[f] = calloc(1, e->weights_size);
+            lays[f] = calloc((size_t)e->n_layers, sizeof *lays[f]);
+            if (e->load_form(wts[f], dir, f, &st)) {
+                fprintf(stderr, "bench_runner: %s\n", st.msg);
+                return 1;
+            }
+            e->view(wts[f], lays[f], &models[f]);
+        }
+        for (int k = 0; k < K; k++) {
+            const rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = nthr[k], .profile = &prof[ti][k]};
+            if (rt_session_new(&sess[ti][k], &models[f], &o, cap, &st)) {
+                fprintf(stderr, "bench_runner: %s\n", st.msg);
+                return 1;
+            }
+        }
+    }
+    gm_kernels_select(NULL);
+    const rt_model *m0 = &models[gm_kernels_info(tn[0])->wform];
+    const gm_config *cf = &m0->cfg;
     int32_t *tokens = malloc(sizeof *tokens * (size_t)cap);
     for (int i = 0; i < cap; i++)
         tokens[i] = (int32_t)(next() % (uint32_t)cf->vocab_size);
@@ -564,7 +630,7 @@ int main(int argc, char **argv)
            "weight-read floor: %.2f GB at the read bandwidth\n",
            linear * cf->n_layers, pair, cf->n_heads, cf->head_dim, head, fl, bytes / 1e9);
 
-    /* PyTorch beside us, when /usr/bin/python3 can import torch */
+    /* PyTorch beside us (beside the first tier), when /usr/bin/python3 can import torch */
     torch_proc tp = {0};
     if (!use_torch) {
         printf("PyTorch comparison: skipped (--no-torch)\n");
@@ -577,195 +643,244 @@ int main(int argc, char **argv)
         else
             printf("PyTorch: torch %s in %s, bench/torch_qwen2.py (Hugging Face Qwen2's eager ops in bf16, random "
                    "weights of these shapes, made in %.1f s); a figure is measured when one run fits in %.0f s "
-                   "(--torch-budget), with as many runs as fit\n", tp.version, python, now() - t0, budget);
+                   "(--torch-budget), with as many runs as fit, in turns with the %s tier's\n",
+                   tp.version, python, now() - t0, budget, tn[0]);
     }
 
-    rt_session *sess[2] = {NULL, NULL};
-    for (int k = 0; k < K; k++) {
-        const rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = nthr[k]};
-        if (rt_session_new(&sess[k], &m, &o, cap, &st)) {
-            fprintf(stderr, "bench_runner: %s\n", st.msg);
-            return 1;
-        }
-    }
-    const peak_kind run_peak = tier == TIER_AMX ? PEAK_AMX_BF16 : tier == TIER_AVX512 ? PEAK_AVX512_FMA : PEAK_AVX2_FMA;
-    const int have_peak = peak_available(run_peak);
-    static double pk_all[2][MAX_SAMPLES], bw_all[2][MAX_SAMPLES];
-    int n_pk[2] = {0, 0}, n_bw[2] = {0, 0};
+    static double pk_all[MAX_TIERS][2][MAX_SAMPLES], bw_all[2][MAX_SAMPLES];
+    int n_pk[MAX_TIERS][2] = {{0}}, n_bw[2] = {0, 0};
     double torch_first[2] = {0, 0}; /* PyTorch's median at the first length, for projecting the others */
+    static double first_sec[MAX_TIERS][2]; /* each tier's median at the first length, for the side-by-side line */
     rt_result res;
 
     for (int j = 0; j < n_lens; j++) {
         const int T = lens[j], R = reps[j];
-        double sec[2][MAX_REPS], pr[2][MAX_REPS], fr[2][MAX_REPS], scale[MAX_REPS], bwk[2][MAX_REPS];
+        static double sec[MAX_TIERS][2][MAX_REPS], pr[MAX_TIERS][2][MAX_REPS], fr[MAX_TIERS][2][MAX_REPS];
+        static double scale[MAX_TIERS][MAX_REPS], bwk[MAX_TIERS][2][MAX_REPS];
         double tsec[2][MAX_REPS];
-        int tn[2] = {0, 0}, treps[2] = {R, R}, tmeasure[2] = {0, 0};
+        int tcount[2] = {0, 0}, treps[2] = {R, R}, tmeasure[2] = {0, 0};
         double projected[2] = {0, 0};
+        memset(prof, 0, sizeof prof);
         for (int k = 0; k < K; k++) {
             projected[k] = j == 0 ? 0 : torch_first[k] * flops[j] / flops[0];
             tmeasure[k] = tp.pid && (j == 0 || (torch_first[k] > 0 && projected[k] <= budget));
         }
         /*
-        ** 1 thread, then every core, in turns: before each of our runs a sample
-        ** of the tier's peak and of the read bandwidth on as many threads, and
-        ** after it PyTorch's run on as many (its first a warm-up).
+        ** Each repeat: every tier in turn, on 1 thread, then every core: before
+        ** each of our runs a sample of the tier's peak and of the read
+        ** bandwidth on as many threads, and after the first tier's PyTorch's
+        ** run on as many (its first a warm-up).
         */
         for (int r = 0; r < R; r++) {
-            for (int k = 0; k < K; k++) {
-                const double pk = have_peak ? peak_sample(run_peak, nthr[k]) : 0;
-                const double bw = bw_sample(&bwp, nthr[k], best[k]);
-                if (n_pk[k] < MAX_SAMPLES)
-                    pk_all[k][n_pk[k]++] = pk;
-                if (n_bw[k] < MAX_SAMPLES)
-                    bw_all[k][n_bw[k]++] = bw;
-                t0 = now();
-                if (rt_prefill(sess[k], tokens, T, &res, &st)) {
-                    fprintf(stderr, "bench_runner: %s\n", st.msg);
-                    return 1;
-                }
-                sec[k][r] = now() - t0;
-                rt_result_free(&res);
-                bwk[k][r] = bw;
-                pr[k][r] = have_peak ? flops[j] / sec[k][r] / 1e9 / pk : 0;
-                fr[k][r] = sec[k][r] / (bytes / 1e9 / bw);
-                if (tmeasure[k] && tp.pid && r < treps[k]) {
-                    double v = torch_ask(&tp, "threads %d", nthr[k]);
-                    if (v >= 0 && r == 0) { /* the warm-up, which also says how many runs fit */
-                        v = torch_ask(&tp, "prefill %d 1", T);
-                        const int fit = v > 0 ? (int)(budget / v) : R;
-                        treps[k] = fit < 1 ? 1 : fit < R ? fit : R;
+            for (int ti = 0; ti < n_tiers; ti++) {
+                gm_kernels_select(tn[ti]);
+                const peak_kind pk_kind = peak_of(tier_of(tn[ti]));
+                const int have_peak = peak_available(pk_kind);
+                for (int k = 0; k < K; k++) {
+                    const double pk = have_peak ? peak_sample(pk_kind, nthr[k]) : 0;
+                    const double bw = bw_sample(&bwp, nthr[k], best[k]);
+                    if (n_pk[ti][k] < MAX_SAMPLES)
+                        pk_all[ti][k][n_pk[ti][k]++] = pk;
+                    if (n_bw[k] < MAX_SAMPLES)
+                        bw_all[k][n_bw[k]++] = bw;
+                    t0 = now();
+                    if (rt_prefill(sess[ti][k], tokens, T, &res, &st)) {
+                        fprintf(stderr, "bench_runner: %s\n", st.msg);
+                        return 1;
                     }
-                    if (v >= 0 && (v = torch_ask(&tp, "prefill %d 1", T)) >= 0)
-                        tsec[k][tn[k]++] = v;
+                    sec[ti][k][r] = now() - t0;
+                    rt_result_free(&res);
+                    bwk[ti][k][r] = bw;
+                    pr[ti][k][r] = have_peak ? flops[j] / sec[ti][k][r] / 1e9 / pk : 0;
+                    fr[ti][k][r] = sec[ti][k][r] / (bytes / 1e9 / bw);
+                    if (ti == 0 && tmeasure[k] && tp.pid && r < treps[k]) {
+                        double v = torch_ask(&tp, "threads %d", nthr[k]);
+                        if (v >= 0 && r == 0) { /* the warm-up, which also says how many runs fit */
+                            v = torch_ask(&tp, "prefill %d 1", T);
+                            const int fit = v > 0 ? (int)(budget / v) : R;
+                            treps[k] = fit < 1 ? 1 : fit < R ? fit : R;
+                        }
+                        if (v >= 0 && (v = torch_ask(&tp, "prefill %d 1", T)) >= 0)
+                            tsec[k][tcount[k]++] = v;
+                    }
+                }
+                if (K == 2)
+                    scale[ti][r] = sec[ti][0][r] / sec[ti][1][r];
+            }
+        }
+        gm_kernels_select(NULL);
+        for (int ti = 0; ti < n_tiers; ti++) {
+            const tier_id tier = tier_of(tn[ti]);
+            const peak_kind run_peak = peak_of(tier);
+            const int have_peak = peak_available(run_peak);
+            for (int k = 0; k < K; k++) {
+                const double sm = median(sec[ti][k], R), f = median(fr[ti][k], R), p = median(pr[ti][k], R);
+                if (j == 0)
+                    first_sec[ti][k] = sm;
+                char ftarget[64] = "", ptarget[64] = "";
+                if (tier == TIER_AMX && T == 32)
+                    snprintf(ftarget, sizeof ftarget, " (target <= 1.3x)");
+                if (tier == TIER_AMX && k == K - 1 && (T == 512 || T == 2048))
+                    snprintf(ptarget, sizeof ptarget, " (target >= %d%%)", T == 512 ? 40 : 30);
+                if ((tier == TIER_AVX512 || tier == TIER_AVX2) && T == 32 && k == 0)
+                    snprintf(ptarget, sizeof ptarget, " (target >= 70%%)");
+                char ppart[160];
+                if (have_peak)
+                    snprintf(ppart, sizeof ppart, ", %.0f%% of the %s peak%s%s", 100.0 * p, peak_name(run_peak),
+                             tier == TIER_PORTABLE ? " (the portable tier: against AVX2's peak)" : "", ptarget);
+                else
+                    snprintf(ppart, sizeof ppart, " (no peak measured for the %s tier)", tn[ti]);
+                printf("prefill %d tokens (lite), %s, %d thread%s: %.3f s (median of %d); %.2fx the weight-read floor "
+                       "(%.3f s at %.1f GB/s)%s; %.1f GFLOP/s%s\n",
+                       T, tn[ti], nthr[k], k ? "s" : "", sm, R, f, bytes / 1e9 / median(bwk[ti][k], R),
+                       median(bwk[ti][k], R), ftarget, flops[j] / sm / 1e9, ppart);
+                double mean = 0;
+                for (int r = 0; r < R; r++)
+                    mean += sec[ti][k][r] / R;
+                print_profile(&prof[ti][k], R, mean);
+                if (ti == 0 && tmeasure[k] && tcount[k] > 0) {
+                    const double ts = median(tsec[k], tcount[k]);
+                    if (j == 0)
+                        torch_first[k] = ts;
+                    char ttarget[64] = "";
+                    if (tier == TIER_AMX && (T == 32 || T == 512 || T == 2048))
+                        snprintf(ttarget, sizeof ttarget, " (target >= %.1fx)", T == 32 ? 1.5 : 2.5);
+                    printf("  PyTorch, %d thread%s: %.3f s (median of %d after a warm-up); ours is %.2fx PyTorch's "
+                           "speed%s\n", nthr[k], k ? "s" : "", ts, tcount[k], ts / sm, ttarget);
+                } else if (ti == 0 && j > 0 && tp.pid) {
+                    printf("  PyTorch, %d thread%s: not measured: one run projected at %.0f s from its %d-token one, "
+                           "over the budget of %.0f s\n", nthr[k], k ? "s" : "", projected[k], lens[0], budget);
                 }
             }
             if (K == 2)
-                scale[r] = sec[0][r] / sec[1][r];
+                printf("prefill %d tokens, %s, scaling %d threads over 1: %.2fx%s\n", T, tn[ti], cores,
+                       median(scale[ti], R), tier == TIER_AVX2 && T == 32 ? " (target >= 1.8)" : "");
         }
-        for (int k = 0; k < K; k++) {
-            const double s = median(sec[k], R), f = median(fr[k], R), p = median(pr[k], R);
-            char ftarget[64] = "", ptarget[64] = "";
-            if (tier == TIER_AMX && T == 32)
-                snprintf(ftarget, sizeof ftarget, " (target <= 1.3x)");
-            if (tier == TIER_AMX && k == K - 1 && (T == 512 || T == 2048))
-                snprintf(ptarget, sizeof ptarget, " (target >= %d%%)", T == 512 ? 40 : 30);
-            if ((tier == TIER_AVX512 || tier == TIER_AVX2) && T == 32 && k == 0)
-                snprintf(ptarget, sizeof ptarget, " (target >= 70%%)");
-            char ppart[160];
-            if (have_peak)
-                snprintf(ppart, sizeof ppart, ", %.0f%% of the %s peak%s%s", 100.0 * p, peak_name(run_peak),
-                         tier == TIER_PORTABLE ? " (the portable tier: against AVX2's peak)" : "", ptarget);
-            else
-                snprintf(ppart, sizeof ppart, " (no peak measured for the %s tier)", gm_kernels_name());
-            printf("prefill %d tokens (lite), %d thread%s: %.3f s (median of %d); %.2fx the weight-read floor "
-                   "(%.3f s at %.1f GB/s)%s; %.1f GFLOP/s%s\n",
-                   T, nthr[k], k ? "s" : "", s, R, f, bytes / 1e9 / median(bwk[k], R), median(bwk[k], R), ftarget,
-                   flops[j] / s / 1e9, ppart);
-            if (tmeasure[k] && tn[k] > 0) {
-                const double ts = median(tsec[k], tn[k]);
-                if (j == 0)
-                    torch_first[k] = ts;
-                char ttarget[64] = "";
-                if (tier == TIER_AMX && (T == 32 || T == 512))
-                    snprintf(ttarget, sizeof ttarget, " (target >= %.1fx)", T == 32 ? 1.5 : 2.5);
-                printf("  PyTorch, %d thread%s: %.3f s (median of %d after a warm-up); ours is %.2fx PyTorch's "
-                       "speed%s\n", nthr[k], k ? "s" : "", ts, tn[k], ts / s, ttarget);
-            } else if (j > 0 && tp.pid) {
-                printf("  PyTorch, %d thread%s: not measured: one run projected at %.0f s from its %d-token one, "
-                       "over the budget of %.0f s\n", nthr[k], k ? "s" : "", projected[k], lens[0], budget);
-            }
-        }
-        if (K == 2)
-            printf("prefill %d tokens, scaling %d threads over 1: %.2fx%s\n", T, cores, median(scale, R),
-                   tier == TIER_AVX2 && T == 32 ? " (target >= 1.8)" : "");
 
         if (j > 0)
             continue;
-        /* after the first length: greedy decode with the KV cache on every core, each step after a sample of the
-           read bandwidth, and PyTorch's step after ours */
-        double step[MAX_STEPS], bws[MAX_STEPS], bratio[MAX_STEPS], tstep[MAX_STEPS];
+        /*
+        ** after the first length: greedy decode with the KV cache on every core,
+        ** each tier in turn a step at a time, each step after a sample of the
+        ** read bandwidth, and PyTorch's step after the first tier's
+        */
+        static double step[MAX_TIERS][MAX_STEPS], bratio[MAX_TIERS][MAX_STEPS];
+        double bws[MAX_STEPS], tstep[MAX_STEPS];
+        int32_t tok[MAX_TIERS];
         int tsteps = 0, tfit = steps;
-        rt_session *sd = sess[K - 1];
-        rt_prefill(sd, tokens, T, &res, &st);
-        int32_t tok = res.top1;
-        rt_result_free(&res);
+        for (int ti = 0; ti < n_tiers; ti++) {
+            gm_kernels_select(tn[ti]);
+            rt_prefill(sess[ti][K - 1], tokens, T, &res, &st);
+            tok[ti] = res.top1;
+            rt_result_free(&res);
+        }
         if (tp.pid && torch_ask(&tp, "threads %d", cores) >= 0) {
             const double v = torch_ask(&tp, "decode %d 1", T); /* the warm-up */
             const int fit = v > 0 ? (int)(budget / v) : steps;
             tfit = fit < 1 ? 1 : fit < steps ? fit : steps;
         }
         for (int i = 0; i < steps; i++) {
-            bws[i] = bw_sample(&bwp, cores, best[K - 1]);
-            if (n_bw[K - 1] < MAX_SAMPLES)
-                bw_all[K - 1][n_bw[K - 1]++] = bws[i];
-            t0 = now();
-            if (rt_decode_step(sd, tok, &res, &st)) {
-                fprintf(stderr, "bench_runner: %s\n", st.msg);
-                return 1;
+            for (int ti = 0; ti < n_tiers; ti++) {
+                gm_kernels_select(tn[ti]);
+                const double bw = bw_sample(&bwp, cores, best[K - 1]);
+                if (ti == 0)
+                    bws[i] = bw;
+                if (n_bw[K - 1] < MAX_SAMPLES)
+                    bw_all[K - 1][n_bw[K - 1]++] = bw;
+                t0 = now();
+                if (rt_decode_step(sess[ti][K - 1], tok[ti], &res, &st)) {
+                    fprintf(stderr, "bench_runner: %s\n", st.msg);
+                    return 1;
+                }
+                step[ti][i] = now() - t0;
+                bratio[ti][i] = bytes / step[ti][i] / 1e9 / bw;
+                tok[ti] = res.top1;
+                rt_result_free(&res);
             }
-            step[i] = now() - t0;
-            bratio[i] = bytes / step[i] / 1e9 / bws[i];
-            tok = res.top1;
-            rt_result_free(&res);
             double v;
             if (tp.pid && i < tfit && (v = torch_ask(&tp, "decode %d 1", T)) >= 0)
                 tstep[tsteps++] = v;
         }
-        const double ds = median(step, steps), dr = median(bratio, steps);
-        printf("decode after %d tokens, %d threads: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s of "
-               "weights, %.0f%% of the read bandwidth (%.1f GB/s)%s%s\n",
-               T, cores, 1.0 / ds, ds * 1e3, steps, bytes / ds / 1e9, 100.0 * dr, median(bws, steps),
-               tier == TIER_AMX || tier == TIER_AVX2 ? " (target >= 90%)" : "",
-               dr > 1.0 ? "; above 100%: the probe reads slower than decode does" : "");
-        if (tsteps > 0) {
-            const double ts = median(tstep, tsteps);
-            printf("  PyTorch decode (KV cache), %d threads: %.1f ms/token (median of %d steps after a warm-up); ours "
-                   "is %.2fx PyTorch's speed\n", cores, ts * 1e3, tsteps, ts / ds);
+        gm_kernels_select(NULL);
+        for (int ti = 0; ti < n_tiers; ti++) {
+            const double ds = median(step[ti], steps), dr = median(bratio[ti], steps);
+            printf("decode after %d tokens, %s, %d threads: %.2f tokens/s (%.1f ms/token, median of %d steps); %.1f GB/s "
+                   "of weights, %.0f%% of the read bandwidth (%.1f GB/s) (target >= 90%%)%s\n",
+                   T, tn[ti], cores, 1.0 / ds, ds * 1e3, steps, bytes / ds / 1e9, 100.0 * dr, median(bws, steps),
+                   dr > 1.0 ? "; above 100%: the probe reads slower than decode does" : "");
+            if (ti == 0 && tsteps > 0) {
+                const double ts = median(tstep, tsteps);
+                printf("  PyTorch decode (KV cache), %d threads: %.1f ms/token (median of %d steps after a warm-up); "
+                       "ours is %.2fx PyTorch's speed\n", cores, ts * 1e3, tsteps, ts / ds);
+            }
         }
     }
     torch_stop(&tp);
-    rt_session_free(sess[0]);
-    if (K == 2)
-        rt_session_free(sess[1]);
+    for (int ti = 0; ti < n_tiers; ti++)
+        for (int k = 0; k < K; k++)
+            rt_session_free(sess[ti][k]);
 
-    /* the blocked kernels against the plain reference, on layer 0's projections at the first length's rows */
+    /* the tiers side by side at the first length: each one's speed over the next narrower one's */
+    for (int ti = 0; ti + 1 < n_tiers; ti++)
+        for (int k = 0; k < K; k++)
+            printf("tiers side by side, prefill %d tokens, %d thread%s: %s is %.2fx %s's speed%s\n", lens[0], nthr[k],
+                   k ? "s" : "", tn[ti], first_sec[ti + 1][k] / first_sec[ti][k], tn[ti + 1],
+                   tier_of(tn[ti]) == TIER_AVX512 && tier_of(tn[ti + 1]) == TIER_AVX2 && k == 0 && lens[0] == 32
+                       ? " (target >= 1.5x)" : "");
+
+    /* the blocked kernels against the plain reference, on layer 0's projections (in, out) at the first length's rows */
     const int T = lens[0];
-    const rt_layer *l0 = &m.layers[0];
-    float *X = malloc(sizeof(float) * (size_t)T * (size_t)F), *Y = malloc(sizeof(float) * (size_t)T * (size_t)F);
-    for (size_t i = 0; i < (size_t)T * (size_t)F; i++)
-        X[i] = (float)((int)(next() % 200) - 100) / 100.0f;
-    struct { const gm_bf16 *w; int k, n; } mats[] = {
-        {l0->wq, cf->emb_dim, (int)qw}, {l0->wk, cf->emb_dim, (int)kvw}, {l0->wv, cf->emb_dim, (int)kvw},
-        {l0->wo, (int)qw, cf->emb_dim}, {l0->w_gate, cf->emb_dim, cf->hidden_dim}, {l0->w_up, cf->emb_dim, cf->hidden_dim},
-        {l0->w_down, cf->hidden_dim, cf->emb_dim}};
-    gm_pool *pool = gm_pool_new(1);
-    double fast[5], ref[1];
-    for (int r = 0; r < 5; r++) {
+    const rt_layer *l0 = NULL;
+    if (wts[GM_W_KN]) {
+        l0 = &models[GM_W_KN].layers[0];
+    }
+    gm_kernels_select(tn[0]);
+    if (l0) {
+        float *X = malloc(sizeof(float) * (size_t)T * (size_t)F), *Y = malloc(sizeof(float) * (size_t)T * (size_t)F);
+        for (size_t i = 0; i < (size_t)T * (size_t)F; i++)
+            X[i] = (float)((int)(next() % 200) - 100) / 100.0f;
+        struct { const gm_bf16 *w; int k, n; } mats[] = {
+            {l0->wq, cf->emb_dim, (int)qw}, {l0->wk, cf->emb_dim, (int)kvw}, {l0->wv, cf->emb_dim, (int)kvw},
+            {l0->wo, (int)qw, cf->emb_dim}, {l0->w_gate, cf->emb_dim, cf->hidden_dim}, {l0->w_up, cf->emb_dim, cf->hidden_dim},
+            {l0->w_down, cf->hidden_dim, cf->emb_dim}};
+        gm_pool *pool = gm_pool_new(1);
+        double fast[5], ref[1];
+        for (int r = 0; r < 5; r++) {
+            t0 = now();
+            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+                gm_matmul(pool, Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
+            fast[r] = now() - t0;
+        }
         t0 = now();
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            gm_matmul(pool, Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
-        fast[r] = now() - t0;
+            gm_matmul_reference(Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
+        ref[0] = now() - t0;
+        const double lf = 2.0 * T * linear;
+        printf("kernels, one layer's projections (in, out) at %d rows, %s, 1 thread: blocked %.1f GFLOP/s, plain "
+               "reference %.1f GFLOP/s: %.1fx\n", T, gm_kernels_name(), lf / median(fast, 5) / 1e9, lf / ref[0] / 1e9,
+               ref[0] / median(fast, 5));
+        gm_pool_free(pool);
+        free(X);
+        free(Y);
     }
-    t0 = now();
-    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-        gm_matmul_reference(Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
-    ref[0] = now() - t0;
-    const double lf = 2.0 * T * linear;
-    printf("kernels, one layer's projections at %d rows, 1 thread: blocked %.1f GFLOP/s, plain reference %.1f GFLOP/s: "
-           "%.1fx\n", T, lf / median(fast, 5) / 1e9, lf / ref[0] / 1e9, ref[0] / median(fast, 5));
-    printf("machine, sampled beside the figures above: %s peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads); "
-           "memory read %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
-           peak_name(run_peak), n_pk[0] ? median(pk_all[0], n_pk[0]) : 0, n_pk[K - 1] ? median(pk_all[K - 1], n_pk[K - 1]) : 0,
-           cores, n_bw[0] ? median(bw_all[0], n_bw[0]) : 0, n_bw[K - 1] ? median(bw_all[K - 1], n_bw[K - 1]) : 0, cores);
+    gm_kernels_select(NULL);
+    for (int ti = 0; ti < n_tiers; ti++) {
+        const peak_kind run_peak = peak_of(tier_of(tn[ti]));
+        printf("machine, sampled beside the %s figures: %s peak %.1f GFLOP/s (1 thread), %.1f GFLOP/s (%d threads)\n",
+               tn[ti], peak_name(run_peak), n_pk[ti][0] ? median(pk_all[ti][0], n_pk[ti][0]) : 0,
+               n_pk[ti][K - 1] ? median(pk_all[ti][K - 1], n_pk[ti][K - 1]) : 0, cores);
+    }
+    printf("machine, sampled beside the figures above: memory read %.1f GB/s (1 thread), %.1f GB/s (%d threads)\n",
+           n_bw[0] ? median(bw_all[0], n_bw[0]) : 0, n_bw[K - 1] ? median(bw_all[K - 1], n_bw[K - 1]) : 0, cores);
     printf("whole run: %.0f s\n", now() - t_start);
-    gm_pool_free(pool);
     bw_free(&bwp);
-    free(X);
-    free(Y);
     free(tokens);
-    free(layers);
-    e->free(w);
-    free(w);
+    for (int f = 0; f < 2; f++)
+        if (wts[f]) {
+            e->free(wts[f]);
+            free(wts[f]);
+            free(lays[f]);
+        }
     remove_model(keep, dir, path);
     return 0;
 }

@@ -64,10 +64,81 @@ static size_t TIER(nk_packed)(int T, int K)
 ** 2 r, low half first; zeros past K and past T. -1 when a value of X is not
 ** a bf16 value (its low 16 bits set).
 */
+#ifndef GM_TILE_MODEL
+/* r[i][j] to r[j][i]: sixteen rows of sixteen 32-bit values, transposed in registers */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    /* b[4g + q] holds, in each 128-bit lane L, column 4L + q of rows 4g..4g+3 */
+    for (int q = 0; q < 4; q++) {
+        const __m512i x0 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0x44), x1 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0xEE);
+        const __m512i y0 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0x44);
+        const __m512i y1 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0xEE);
+        r[q] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+        r[4 + q] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+        r[8 + q] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+        r[12 + q] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+    }
+}
+
+/*
+** A whole tile: 16 tokens by 32 values of k. Each token's 32 values become
+** its 16 pairs (the high halves of the floats, in order: one permute), and
+** the 16 x 16 pairs are transposed in registers; the bits of the floats
+** below their bf16 part are or'ed into *low.
+*/
+static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low)
+{
+    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                        23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i r[16];
+    for (int j = 0; j < 16; j++) {
+        const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
+        const __m512i b = _mm512_loadu_si512((const void *)(x + j * ldx + 16));
+        *low = _mm512_or_si512(*low, _mm512_or_si512(a, b));
+        r[j] = _mm512_permutex2var_epi16(a, hi, b);
+    }
+    transpose16(r);
+    for (int i = 0; i < 16; i++)
+        _mm512_store_si512((void *)(d + 16 * i), r[i]);
+}
+#endif
+
 static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
 {
     const int nt = tile_tokens(T), steps = (K + 31) / 32;
     uint32_t inexact = 0;
+#ifndef GM_TILE_MODEL
+    if (nt == 16 && t0 % 16 == 0) { /* whole tiles in registers; the last token block and k-step below */
+        __m512i low = _mm512_setzero_si512();
+        const int start = t0;
+        for (; t0 + 16 <= t1 && t0 + 16 <= T; t0 += 16)
+            for (int s = 0; s < K / 32; s++)
+                pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * K + 32 * s, K, &low);
+        inexact = (uint32_t)_mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) != 0;
+        if (K % 32)
+            for (int t = start; t < t0; t++) /* the k tail of the blocks above */
+                for (int k = K / 32 * 32; k < 32 * steps; k += 2) {
+                    const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * K);
+                    const uint32_t lo = k < K ? x[k] : 0, h = k + 1 < K ? x[k + 1] : 0;
+                    inexact |= (lo | h) & 0xFFFFu;
+                    ((uint32_t *)xp_tile(Xp, nt, steps, t / 16, k / 32))[(k % 32) / 2 * nt + t % 16] =
+                        (lo >> 16) | (h & 0xFFFF0000u);
+                }
+        if (t0 >= t1)
+            return inexact ? -1 : 0;
+    }
+#endif
     for (int tb = t0 / 16; tb * 16 < t1; tb++)
         for (int j = 0; j < nt; j++) {
             const int t = tb * 16 + j;
@@ -105,6 +176,33 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
     return edge;
 }
 
+enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched */
+
+/* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */
+static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
+{
+    const char *p = (const char *)(W + (long)n * K + k);
+    for (int i = 0; i < rows; i++, p += (long)K * 2)
+        _mm_prefetch(p, _MM_HINT_T0);
+}
+
+/*
+** The lines of W AHEAD k-steps after step s of the stripe at row n (of o0,
+** and at m of o1): in this stripe, or at the start of the next, while it
+** is in the block (rows < n1).
+*/
+static inline void fetch_ahead(const gm_out *o0, const gm_out *o1, int K, int steps, int n, int pair, int h, int n1,
+                               int s)
+{
+    const int ka = 32 * (s + AHEAD), next = ka >= 32 * steps, pn = next ? n + h : n, N = o0->N;
+    const int pk = next ? ka - 32 * steps : ka, pm = pair ? pn : pn + 16;
+    if (pn < n1 && pk < K) {
+        fetch_rows(o0->W, K, pn, N - pn < 16 ? N - pn : 16, pk);
+        if (pm < N)
+            fetch_rows(o1->W, K, pm, N - pm < 16 ? N - pm : 16, pk);
+    }
+}
+
 /* C tile `c` (16 outputs n.. by tokens t..) to and from Y, through buf: the `rows` outputs and `cols` tokens inside Y */
 static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
@@ -128,7 +226,7 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
             TILE_ZERO(tile);                                                                                     \
         } else {                                                                                                 \
             c_in(buf, o, t, cols, n, rows);                                                                      \
-            TILE_LOAD(tile, buf, 64);                                                                            \
+            TILE_LOAD_STORED(tile, buf, 64);                                                                     \
         }                                                                                                        \
     } while (0)
 
@@ -175,15 +273,37 @@ static void TIER(nk_block)(const gm_nk_block *b)
                     if (v1)
                         C_LOAD(3, o1, t + 16, c1, m, v1);
                 }
-                for (int s = k0 / 32; s < (k1 + 31) / 32; s++) {
+                int s = k0 / 32;
+                const int se = (k1 + 31) / 32;
+                if (v0 == 16 && v1 == 16 && two) { /* whole tiles: the loop that does the work */
+                    const gm_bf16 *a0 = o0->W + (long)n * K, *a1 = o1->W + (long)m * K;
+                    const uint32_t *b0 = xp_tile(b->Xp, nt, steps, tb, 0), *b1 = xp_tile(b->Xp, nt, steps, tb + 1, 0);
+                    const long sa = (long)K * 2;
+                    const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
+                    for (; s < sw; s++) {
+                        if (tb == 0) /* the first token blocks read the block's W from memory */
+                            fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
+                        TILE_LOAD(4, a0 + 32 * s, sa);
+                        TILE_LOAD(5, a1 + 32 * s, sa);
+                        TILE_LOAD(6, b0 + 256 * s, 64);
+                        TILE_LOAD(7, b1 + 256 * s, 64);
+                        TILE_DP(0, 4, 6);
+                        TILE_DP(1, 5, 6);
+                        TILE_DP(2, 4, 7);
+                        TILE_DP(3, 5, 7);
+                    }
+                }
+                for (; s < se; s++) { /* the rest: a stripe past the last row, a k tail, one token block */
+                    if (tb == 0)
+                        fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
                     long sa;
                     const gm_bf16 *a = a_tile(o0->W, K, n, v0, s, edge[0], &sa);
-                    TILE_LOAD(4, a, sa);
+                    TILE_LOAD_STORED(4, a, sa);
                     TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
                     TILE_DP(0, 4, 6);
                     if (v1) {
                         a = a_tile(o1->W, K, m, v1, s, edge[1], &sa);
-                        TILE_LOAD(5, a, sa);
+                        TILE_LOAD_STORED(5, a, sa);
                         TILE_DP(1, 5, 6);
                     }
                     if (two) {

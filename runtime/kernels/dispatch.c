@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gm/cpu.h"
 #include "kernels_impl.h"
@@ -372,6 +373,17 @@ static int nk_rows(const mm_job *j, int N, int threads)
     return rows < unit ? unit : (rows + unit - 1) / unit * unit;
 }
 
+static _Atomic unsigned long long pack_ns; /* gm_kernels_pack_seconds */
+
+static unsigned long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+double gm_kernels_pack_seconds(void) { return (double)atomic_load_explicit(&pack_ns, memory_order_relaxed) / 1e9; }
+
 static void matmul_nk(gm_pool *p, mm_job *j)
 {
     const int threads = gm_pool_threads(p);
@@ -379,7 +391,9 @@ static void matmul_nk(gm_pool *p, mm_job *j)
     void *Xp = NULL;
     if (k->nk_block && (Xp = aligned_alloc(64, (k->nk_packed(j->T, j->K) + 63) / 64 * 64))) {
         pack_job pj = {j, Xp, 0};
+        const unsigned long long t0 = now_ns();
         gm_pool_run(p, (j->T + 15) / 16, nk_pack_block, &pj);
+        atomic_fetch_add_explicit(&pack_ns, now_ns() - t0, memory_order_relaxed);
         if (atomic_load_explicit(&pj.inexact, memory_order_relaxed)) {
             free(Xp); /* f32 values: the dot products */
             Xp = NULL;

@@ -37,15 +37,19 @@ typedef struct tile_config {
 /*
 ** GCC's tile macros are inline assembly that takes the address in a
 ** register and says nothing of the memory behind it, so the compiler could
-** keep the stores a load needs (an edge copy, a staged C tile) in flight, or drop them,
-** and read what a store wrote before it is there: a compiler barrier on the
-** memory side of each load and store.
+** keep ordinary stores a tile load needs (an edge copy, a staged C tile)
+** in flight, or drop them, and read what a tile store wrote before it is
+** there. TILE_LOAD_STORED, for memory the same code has just written,
+** and TILE_STORE put a compiler barrier on their memory side; TILE_LOAD,
+** for what was written before the product began (W, the packed X), does
+** not, so that the compiler keeps the loop's values in registers.
 */
 #define TILE_MEMORY() __asm__ __volatile__("" ::: "memory")
 #define TILE_CONFIG(c) _tile_loadconfig(c)
 #define TILE_RELEASE() _tile_release()
 #define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOAD(t, p, stride)                                                                                  \
+#define TILE_LOAD(t, p, stride) _tile_loadd(t, p, stride)
+#define TILE_LOAD_STORED(t, p, stride)                                                                           \
     do {                                                                                                         \
         TILE_MEMORY();                                                                                           \
         _tile_loadd(t, p, stride);                                                                               \
@@ -83,6 +87,8 @@ static inline void TILE_LOAD(int t, const void *p, long stride)
             atomic_fetch_add_explicit(&gm_tile_watch.bytes, tm.cfg.colsb[t], memory_order_relaxed);
     }
 }
+
+#define TILE_LOAD_STORED TILE_LOAD
 
 static inline void TILE_STORE(int t, void *p, long stride)
 {

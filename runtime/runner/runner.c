@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gm/kernels.h"
 #include "gm/pool.h"
@@ -270,6 +271,42 @@ static void ffn_norm_row(void *ctx, int t)
     rms_norm(s, s->h + (long)t * s->H, s->x + (long)t * s->H, j->w->ffn_norm, s->H);
 }
 
+/*
+** The profile's stopwatch (rt_options.profile): MARK(w, field) adds the time
+** since the last mark to that field, less what the kernels spent packing X
+** meanwhile, which goes to conversions.
+*/
+typedef struct stopwatch {
+    rt_profile *p;
+    double t, pack;
+} stopwatch;
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static stopwatch watch(rt_profile *p)
+{
+    return p ? (stopwatch){p, seconds(), gm_kernels_pack_seconds()} : (stopwatch){0};
+}
+
+static void lap(stopwatch *w, double *field)
+{
+    const double t = seconds(), pack = gm_kernels_pack_seconds();
+    *field += t - w->t - (pack - w->pack);
+    w->p->conversions += pack - w->pack;
+    w->t = t, w->pack = pack;
+}
+
+#define MARK(w, field)                                                                                           \
+    do {                                                                                                         \
+        if ((w).p)                                                                                               \
+            lap(&(w), &(w).p->field);                                                                            \
+    } while (0)
+
 /* Tokens tokens[0..n) at positions pos0.. through every layer; x ends as the last layer's output. */
 static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 {
@@ -278,6 +315,7 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
     const int pos0 = s->pos, round = s->opt.precision == RT_BF16, threads = gm_pool_threads(s->pool);
     const gm_wform f = m->wform;
 
+    stopwatch sw = watch(s->opt.profile);
     for (int t = 0; t < n; t++) /* the embedding: a row lookup, exact */
         for (int i = 0; i < H; i++)
             s->x[(long)t * H + i] = gm_bf16_to_f32(m->tok_embd[(long)tokens[t] * H + i]);
@@ -291,19 +329,25 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         row_job rj = {s, w, l, pos0};
 
         gm_pool_run(s->pool, n, attn_norm_row, &rj);
+        MARK(sw, elementwise);
         /* q/k/v projections, the bias (Qwen2) inside the one rounding, before RoPE */
         const gm_out qkv[] = {{.Y = s->q, .W = w->wq, .bias = w->bq, .N = qw, .form = f},
                               {.Y = kc, .W = w->wk, .bias = w->bk, .N = kvw, .form = f},
                               {.Y = vc, .W = w->wv, .bias = w->bv, .N = kvw, .form = f}};
         gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
+        MARK(sw, projections);
         gm_pool_run(s->pool, n, qk_row, &rj);
+        MARK(sw, elementwise);
         att_job job = {.s = s, .n = n, .pos0 = pos0, .layer = l, .blocks = (n + s->att_rows - 1) / s->att_rows};
         atomic_init(&job.next, 0);
         gm_pool_run(s->pool, threads, attend_slot, &job);
+        MARK(sw, attention);
         /* o_proj, and the residual x = bf(x + bf(o)) as each output is done */
         const gm_out o_proj = {.Y = s->o, .W = w->wo, .N = H, .form = f, .R = s->x};
         gm_matmul_ep(s->pool, s->att, n, qw, &o_proj, 1, round, GM_EP_ADD);
+        MARK(sw, projections);
         gm_pool_run(s->pool, n, ffn_norm_row, &rj);
+        MARK(sw, elementwise);
         /* gate and up, and g = bf(bf(SiLU(g)) * u) (SiLU in fp32) as each pair of outputs is done */
         const gm_out gate_up[] = {{.Y = s->g, .W = w->w_gate, .N = F, .form = f},
                                   {.Y = s->u, .W = w->w_up, .N = F, .form = f}};
@@ -311,6 +355,7 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         /* down, and the residual x = bf(x + bf(down)) */
         const gm_out down = {.Y = s->o, .W = w->w_down, .N = H, .form = f, .R = s->x};
         gm_matmul_ep(s->pool, s->g, n, F, &down, 1, round, GM_EP_ADD);
+        MARK(sw, projections);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */
             memcpy(r->layers + (long)l * n * H, s->x, sizeof(float) * (size_t)n * H);
         if (s->opt.progress && n > 1)
@@ -324,7 +369,9 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         rms_norm(s, s->h + (long)(t - first) * H, s->x + (long)t * H, m->out_norm, H);
     if (r->final_norm)
         memcpy(r->final_norm, s->h, sizeof(float) * (size_t)n * H);
+    MARK(sw, elementwise);
     gm_matmul_nt(s->pool, r->logits, s->h, m->lm_head, r->logit_rows, H, s->V, round);
+    MARK(sw, lm_head);
     int32_t top;
     rt_top_k(r->logits + (long)(r->logit_rows - 1) * s->V, s->V, 1, &top);
     r->top1 = top;

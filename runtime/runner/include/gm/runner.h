@@ -39,6 +39,19 @@ typedef struct rt_model {
 
 typedef enum rt_precision { RT_BF16 = 0, RT_F32 = 1 } rt_precision;
 
+/*
+** Where forward passes spent their time, added up over calls: wall seconds
+** of the steps, as the calling thread sees them (every thread works in
+** each), for a benchmark to show.
+*/
+typedef struct rt_profile {
+    double projections; /* q/k/v, o, gate/up, down, with what they fold in: bias, rounding, SwiGLU, residual adds */
+    double attention;   /* scores, softmax, probs . V */
+    double elementwise; /* the embedding lookup, the norms, q/k norm and RoPE */
+    double lm_head;     /* the final norm's output against the vocabulary */
+    double conversions; /* X made bf16 for the tile products: a part of the projections and the LM head */
+} rt_profile;
+
 typedef struct rt_options {
     rt_precision precision;
     int diagnosis;  /* keep every layer's output, the final norm and all positions' logits */
@@ -46,6 +59,7 @@ typedef struct rt_options {
     /* called after each decoder layer of a prefill of two or more tokens (NULL: none), for a progress line */
     void (*progress)(void *ctx, int layers_done, int n_layers);
     void *progress_ctx;
+    rt_profile *profile; /* NULL: none; else each step's time is added to it */
 } rt_options;
 
 /*

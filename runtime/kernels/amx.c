@@ -38,6 +38,7 @@
 #endif
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gm/cpu.h"
@@ -64,6 +65,32 @@ static size_t TIER(nk_packed)(int T, int K)
 ** 2 r, low half first; zeros past K and past T. -1 when a value of X is not
 ** a bf16 value (its low 16 bits set).
 */
+/*
+** Token blocks [t0 / 16, ..) up to t1 of X (T rows, ld floats apart, K
+** values each) into Xp as nk_pack lays it out, nt tokens a tile; -1 when a
+** value is not a bf16 value.
+*/
+static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, int t0, int t1)
+{
+    const int steps = (K + 31) / 32;
+    uint32_t inexact = 0;
+    for (int tb = t0 / 16; tb * 16 < t1; tb++)
+        for (int j = 0; j < nt; j++) {
+            const int t = tb * 16 + j;
+            const uint32_t *x = t < T ? (const uint32_t *)(const void *)(X + t * ld) : NULL;
+            for (int s = 0; s < steps; s++) {
+                uint32_t *d = (uint32_t *)xp_tile(Xp, nt, steps, tb, s) + j;
+                for (int r = 0; r < 16; r++) {
+                    const int k = 32 * s + 2 * r;
+                    const uint32_t lo = x && k < K ? x[k] : 0, hi = x && k + 1 < K ? x[k + 1] : 0;
+                    inexact |= (lo | hi) & 0xFFFFu;
+                    d[r * nt] = (lo >> 16) | (hi & 0xFFFF0000u);
+                }
+            }
+        }
+    return inexact ? -1 : 0;
+}
+
 #ifndef GM_TILE_MODEL
 /* r[i][j] to r[j][i]: sixteen rows of sixteen 32-bit values, transposed in registers */
 static inline void transpose16(__m512i r[16])
@@ -116,9 +143,10 @@ static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low
 
 static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
 {
-    const int nt = tile_tokens(T), steps = (K + 31) / 32;
+    const int nt = tile_tokens(T);
     uint32_t inexact = 0;
 #ifndef GM_TILE_MODEL
+    const int steps = (K + 31) / 32;
     if (nt == 16 && t0 % 16 == 0) { /* whole tiles in registers; the last token block and k-step below */
         __m512i low = _mm512_setzero_si512();
         const int start = t0;
@@ -139,21 +167,7 @@ static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
             return inexact ? -1 : 0;
     }
 #endif
-    for (int tb = t0 / 16; tb * 16 < t1; tb++)
-        for (int j = 0; j < nt; j++) {
-            const int t = tb * 16 + j;
-            const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * K);
-            for (int s = 0; s < steps; s++) {
-                uint32_t *d = (uint32_t *)xp_tile(Xp, nt, steps, tb, s) + j;
-                for (int r = 0; r < 16; r++) {
-                    const int k = 32 * s + 2 * r;
-                    const uint32_t lo = t < T && k < K ? x[k] : 0, hi = t < T && k + 1 < K ? x[k + 1] : 0;
-                    inexact |= (lo | hi) & 0xFFFFu;
-                    d[r * nt] = (lo >> 16) | (hi & 0xFFFF0000u);
-                }
-            }
-        }
-    return inexact ? -1 : 0;
+    return pack_pairs(Xp, X, K, T, K, nt, t0, t1) || inexact ? -1 : 0;
 }
 
 /*
@@ -204,6 +218,30 @@ static inline void fetch_ahead(const gm_out *o0, const gm_out *o1, int K, int st
 }
 
 /* C tile `c` (16 outputs n.. by tokens t..) to and from Y, through buf: the `rows` outputs and `cols` tokens inside Y */
+#ifndef GM_TILE_MODEL
+/* (a 16 x 16 transpose in registers, the rows and columns outside Y masked off) */
+static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
+{
+    __m512i r[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_load_si512((const void *)(buf + 16 * i));
+    transpose16(r);
+    const __mmask16 m = (__mmask16)((1u << rows) - 1);
+    for (int j = 0; j < cols; j++)
+        _mm512_mask_storeu_epi32(o->Y + (long)(t + j) * o->N + n, m, r[j]);
+}
+
+static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
+{
+    __m512i r[16];
+    const __mmask16 m = (__mmask16)((1u << rows) - 1);
+    for (int j = 0; j < 16; j++)
+        r[j] = j < cols ? _mm512_maskz_loadu_epi32(m, o->Y + (long)(t + j) * o->N + n) : _mm512_setzero_si512();
+    transpose16(r);
+    for (int i = 0; i < 16; i++)
+        _mm512_store_si512((void *)(buf + 16 * i), r[i]);
+}
+#else
 static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
     for (int j = 0; j < cols; j++)
@@ -218,6 +256,7 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
         for (int i = 0; i < rows; i++)
             buf[16 * i + j] = o->Y[(long)(t + j) * o->N + n + i];
 }
+#endif
 
 /* C tile `tile` (a literal: the instructions name their tiles) from Y, or zero on the first piece of k */
 #define C_LOAD(tile, o, t, cols, n, rows)                                                                        \
@@ -330,6 +369,196 @@ static void TIER(nk_block)(const gm_nk_block *b)
     TILE_RELEASE();
 }
 
+/* ---------------------------------------------------------------------- */
+/*
+** Attention's two products on tiles, for bf16 values (the runner's bf16
+** mode); others go to the base tier. Each call packs what it multiplies
+** (its block of queries and keys, or of probabilities and values: small
+** beside the product, which reuses each packed value 16 times or more):
+**   scores  S = Q K^T: A tiles of Q's rows (16 rows by 32 of d), B tiles of
+**           K's rows in pairs along d, as nk_pack packs X; S is C's own layout
+**   values  O (+)= P V: A tiles of P's rows (16 rows by 32 keys), B tiles of
+**           V in pairs of keys; O accumulates in C tiles loaded from O
+** Each output is one f32 sum in TDPBF16PS's order (over d; over the keys, 32
+** at a time, in order), the same for a decode step's few rows as for a
+** prefill's many.
+*/
+
+/* rows [0, rows) of X (ld floats apart) as bf16, cols values each, into A (16 * ceil(rows / 16) rows of acols); -1 if inexact */
+static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int cols)
+{
+    uint32_t low = 0;
+    const int arows = (rows + 15) / 16 * 16;
+    for (int i = 0; i < arows; i++) {
+        const uint32_t *x = i < rows ? (const uint32_t *)(const void *)(X + i * ld) : NULL;
+        for (int c = 0; c < acols; c++) {
+            const uint32_t v = x && c < cols ? x[c] : 0;
+            low |= v & 0xFFFFu;
+            A[(long)i * acols + c] = (gm_bf16)(v >> 16);
+        }
+    }
+    return low ? -1 : 0;
+}
+
+/*
+** V's rows [0, nk) (ld floats apart, d values each) in pairs of keys: tile
+** (s, c), 16 rows of 16 u32, row r holding (V[32 s + 2 r][16 c + i],
+** V[32 s + 2 r + 1][16 c + i]) for i < 16; zeros past nk and d. -1 if inexact.
+*/
+static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
+{
+    const int ks = (nk + 31) / 32, dc = (d + 15) / 16;
+    uint32_t low = 0;
+    for (int s = 0; s < ks; s++)
+        for (int r = 0; r < 16; r++) {
+            const int j = 32 * s + 2 * r;
+            const uint32_t *v0 = j < nk ? (const uint32_t *)(const void *)(V + j * ld) : NULL;
+            const uint32_t *v1 = j + 1 < nk ? (const uint32_t *)(const void *)(V + (j + 1) * ld) : NULL;
+            for (int c = 0; c < 16 * dc; c++) {
+                const uint32_t lo = v0 && c < d ? v0[c] : 0, hi = v1 && c < d ? v1[c] : 0;
+                low |= (lo | hi) & 0xFFFFu;
+                Vp[((long)s * dc + c / 16) * 256 + r * 16 + c % 16] = (lo >> 16) | (hi & 0xFFFF0000u);
+            }
+        }
+    return low ? -1 : 0;
+}
+
+/* The 16 x 16 C tile at rows i.., columns j.. of M (ld floats apart, rows x cols inside it) in or out, through buf */
+static void m_in(float *buf, const float *M, long ld, int i, int j, int rows, int cols)
+{
+    memset(buf, 0, 16 * 16 * 4);
+    for (int a = 0; a < 16 && i + a < rows; a++)
+        for (int b = 0; b < 16 && j + b < cols; b++)
+            buf[16 * a + b] = M[(i + a) * ld + j + b];
+}
+
+static void m_out(const float *buf, float *M, long ld, int i, int j, int rows, int cols)
+{
+    for (int a = 0; a < 16 && i + a < rows; a++)
+        for (int b = 0; b < 16 && j + b < cols; b++)
+            M[(i + a) * ld + j + b] = buf[16 * a + b];
+}
+
+/* C tile `tile` at (i, j) of M: straight when whole, else through buf */
+#define M_LOAD(tile, M, ld, i, j, rows, cols)                                                                    \
+    do {                                                                                                         \
+        if ((i) + 16 <= (rows) && (j) + 16 <= (cols)) {                                                          \
+            TILE_LOAD_STORED(tile, (M) + (i) * (ld) + (j), (ld) * 4);                                            \
+        } else {                                                                                                 \
+            m_in(buf, M, ld, i, j, rows, cols);                                                                  \
+            TILE_LOAD_STORED(tile, buf, 64);                                                                     \
+        }                                                                                                        \
+    } while (0)
+
+#define M_STORE(tile, M, ld, i, j, rows, cols)                                                                   \
+    do {                                                                                                         \
+        if ((i) + 16 <= (rows) && (j) + 16 <= (cols)) {                                                          \
+            TILE_STORE(tile, (M) + (i) * (ld) + (j), (ld) * 4);                                                  \
+        } else {                                                                                                 \
+            TILE_STORE(tile, buf, 64);                                                                           \
+            m_out(buf, M, ld, i, j, rows, cols);                                                                 \
+        }                                                                                                        \
+    } while (0)
+
+static void config_full(void)
+{
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++)
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    TILE_CONFIG(&cfg);
+}
+
+/*
+** C[rows][cols] (+)= A B on tiles: A packed as pack_a left it (arows of
+** acols bf16, steps of 32), B as tiles (s, c) of 16 pair-rows by 16
+** columns, bstride u32 apart from one c to the next and bstep from one s
+** to the next; C in M (ld floats apart), loaded when accumulate.
+*/
+static void tiles_mm(float *M, long ld, int rows, int cols, const gm_bf16 *A, int acols, const uint32_t *B, long bstep,
+                     long bstride, int steps, int accumulate)
+{
+    float buf[16 * 16] __attribute__((aligned(64)));
+    config_full();
+    for (int i = 0; i < rows; i += 32) {
+        const int two = i + 16 < rows;
+        for (int j = 0; j < cols; j += 32) {
+            const int pair = j + 16 < cols;
+            if (accumulate) {
+                M_LOAD(0, M, ld, i, j, rows, cols);
+                if (pair)
+                    M_LOAD(1, M, ld, i, j + 16, rows, cols);
+                if (two) {
+                    M_LOAD(2, M, ld, i + 16, j, rows, cols);
+                    if (pair)
+                        M_LOAD(3, M, ld, i + 16, j + 16, rows, cols);
+                }
+            } else {
+                TILE_ZERO(0);
+                TILE_ZERO(1);
+                TILE_ZERO(2);
+                TILE_ZERO(3);
+            }
+            for (int s = 0; s < steps; s++) {
+                TILE_LOAD(4, A + (long)i * acols + 32 * s, acols * 2);
+                TILE_LOAD(6, B + s * bstep + (j / 16) * bstride, 64);
+                TILE_DP(0, 4, 6);
+                if (pair) {
+                    TILE_LOAD(7, B + s * bstep + (j / 16 + 1) * bstride, 64);
+                    TILE_DP(1, 4, 7);
+                }
+                if (two) {
+                    TILE_LOAD(5, A + (long)(i + 16) * acols + 32 * s, acols * 2);
+                    TILE_DP(2, 5, 6);
+                    if (pair)
+                        TILE_DP(3, 5, 7);
+                }
+            }
+            M_STORE(0, M, ld, i, j, rows, cols);
+            if (pair)
+                M_STORE(1, M, ld, i, j + 16, rows, cols);
+            if (two) {
+                M_STORE(2, M, ld, i + 16, j, rows, cols);
+                if (pair)
+                    M_STORE(3, M, ld, i + 16, j + 16, rows, cols);
+            }
+        }
+    }
+    TILE_RELEASE();
+}
+
+static void TIER(attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk,
+                              int d)
+{
+    const int ds = (d + 31) / 32, acols = 32 * ds;
+    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? malloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
+    uint32_t *B = A ? malloc((size_t)(nk + 15) / 16 * ds * 1024) : NULL;
+    if (!B || pack_a(A, acols, Q, ldq, nq, d) || pack_pairs(B, K, ldk, nk, d, 16, 0, nk)) {
+        free(A), free(B);
+        gm_tier_filled(&REST)->attn_scores(S, lds, Q, ldq, nq, K, ldk, nk, d); /* f32, nothing to do, or no memory */
+        return;
+    }
+    /* B tile (key block c, d-step s) lies at (c * ds + s) * 256: bstep 256, bstride 256 * ds */
+    tiles_mm(S, lds, nq, nk, A, acols, B, 256, 256L * ds, ds, 0);
+    free(A), free(B);
+}
+
+static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk,
+                              int d, int accumulate)
+{
+    const int ks = (nk + 31) / 32, acols = 32 * ks, dc = (d + 15) / 16;
+    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? malloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
+    uint32_t *B = A ? malloc((size_t)ks * dc * 1024) : NULL;
+    if (!B || pack_a(A, acols, P, ldp, nq, nk) || pack_v(B, V, ldv, nk, d)) {
+        free(A), free(B);
+        gm_tier_filled(&REST)->attn_values(O, ldo, P, ldp, nq, V, ldv, nk, d, accumulate);
+        return;
+    }
+    tiles_mm(O, ldo, nq, d, A, acols, B, 256L * dc, 256, ks, accumulate);
+    free(A), free(B);
+}
+
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_TILE_MODEL
     .name = "amx-model",
@@ -347,4 +576,6 @@ const gm_tier TIER(gm_tier) = {
     .nk_packed = TIER(nk_packed),
     .nk_pack = TIER(nk_pack),
     .nk_block = TIER(nk_block),
+    .attn_scores = TIER(attn_scores),
+    .attn_values = TIER(attn_values),
 };

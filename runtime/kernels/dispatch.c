@@ -103,6 +103,14 @@ static const gm_tier *tier(void)
 
 const gm_tier *gm_tier_current(void) { return tier(); }
 
+const gm_tier *gm_tier_filled(const gm_tier *table)
+{
+    for (size_t i = 0; i < TIERS; i++)
+        if (tables[i] == table)
+            return tiers[i];
+    return table;
+}
+
 const char *gm_kernels_name(void) { return tier()->name; }
 
 int gm_kernels_select(const char *name)

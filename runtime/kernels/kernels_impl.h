@@ -146,6 +146,9 @@ extern gm_tile_watch_range gm_tile_watch;
 /* The tier that runs now (dispatch.c). */
 const gm_tier *gm_tier_current(void);
 
+/* A tier's table as it runs, every entry it leaves NULL filled from its base (dispatch.c). */
+const gm_tier *gm_tier_filled(const gm_tier *table);
+
 /*
 ** The epilogue ep (gm/kernels.h) on rows [t0, t1), columns [n0, n1) of o's
 ** Y (and o2's, for GM_EP_SWIGLU), which hold the complete sums, on tier k's

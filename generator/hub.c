@@ -172,16 +172,16 @@ static int file_exists(const char *path)
 ** <cache>/.locks/models--org--name/<blob>.lock. Held, it means no other
 ** process (gen-model or Python) writes that blob meanwhile.
 */
-static int lock_blob(const char *rdir, const char *blob, gm_status *st)
+static int lock_blob(const char *rdir, const char *blob, const char *file, uint64_t size, gm_status *st)
 {
-    char path[PATH_MAX], what[PATH_MAX + 16], part[PATH_MAX];
+    char path[PATH_MAX], what[PATH_MAX + 320], part[PATH_MAX];
     const char *base = strrchr(rdir, '/');
     const int cache_len = base ? (int)(base - rdir) : 0;
     pathf(path, sizeof path, "%.*s/.locks/%s/%s.lock", cache_len, rdir, base ? base + 1 : rdir, blob);
-    pathf(what, sizeof what, "the blob %s", blob);
-    /* while the holder downloads, <blob>.incomplete grows: the bound counts from its last growth */
+    pathf(what, sizeof what, "the blob %s (%s)", blob, file);
+    /* while the holder downloads, <blob>.incomplete grows: the wait says how far it has got */
     pathf(part, sizeof part, "%s/blobs/%s.incomplete", rdir, blob);
-    return gm_lock(path, what, part, st);
+    return gm_lock(path, what, part, size, st);
 }
 
 /* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
@@ -212,7 +212,7 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     pathf(path, sizeof path, "%s/%s", dir, blob);
     if (gm_mkdir_p(dir, st))
         return st->code;
-    const int lock = lock_blob(rdir, blob, st);
+    const int lock = lock_blob(rdir, blob, file, len, st);
     if (lock < 0)
         return st->code;
     /* a blob another process completed while this one waited is used as it is */
@@ -658,7 +658,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     ** writes <blob>.incomplete (so a resumed download is this blob's bytes
     ** alone), and one that waited finds the blob complete and links it.
     */
-    const int lock = lock_blob(rdir, etag, st);
+    const int lock = lock_blob(rdir, etag, file, size, st);
     if (lock < 0)
         return st->code;
     if (file_exists(blob)) {

@@ -66,7 +66,8 @@ static const char usage[] =
     "\n"
     "environment: HF_ENDPOINT, HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH,\n"
     "$HF_HOME/token), HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE=1, HF_HUB_DOWNLOAD_TIMEOUT;\n"
-    "GM_LOCK_TIMEOUT: seconds to wait for a blob or models/<id>/ another process holds (600)\n"
+    "GM_LOCK_TIMEOUT: at most this many seconds to wait for a blob or models/<id>/ another\n"
+    "process holds (default: as long as it holds it)\n"
     "\n"
     "exit status: 0 written; 1 bad input (config, header, tensors); 2 usage;\n"
     "3 model out of scope; 4 file system error; 5 network or Hub error; 70 internal error\n";

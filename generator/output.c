@@ -118,8 +118,8 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
     sigaddset(&hold, SIGHUP);
     /*
     ** One writer of models/<id>/ at a time (phase0's records take the same
-    ** lock): never a mixture. The wait for it can be interrupted; the
-    ** signals are held only once the folder is ours.
+    ** lock, a flock on out_dir itself): never a mixture. The wait for it can
+    ** be interrupted; the signals are held only once the folder is ours.
     */
     char final[PATH_MAX];
     if (gm_mkdir_p(out_dir, st) != 0)
@@ -155,11 +155,22 @@ static void remove_stale(const char *out_dir, const char *id)
     closedir(d);
 }
 
+/* The lock file earlier versions kept beside models/<id>/ (.<id>.lock): the lock is now out_dir's own. */
+static void remove_old_lock(const char *out_dir, const char *id)
+{
+    char path[PATH_MAX];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/.%s.lock", out_dir, id) < (int)sizeof path && lstat(path, &sb) == 0 &&
+        S_ISREG(sb.st_mode) && sb.st_size == 0)
+        unlink(path);
+}
+
 static int write_model(const char *out_dir, const gm_gen_result *r,
                        const gm_snapshot *snap, gm_status *st)
 {
     char final[PATH_MAX], tmp[PATH_MAX];
     remove_stale(out_dir, r->id);
+    remove_old_lock(out_dir, r->id);
     if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final ||
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp-XXXXXX", out_dir, r->id) >= (int)sizeof tmp)
         return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);

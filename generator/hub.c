@@ -644,6 +644,9 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     if (strlen(etag) != 64 || strspn(etag, "0123456789abcdef") != 64)
         return gm_fail(st, GM_ENET, "HEAD %s: expected a sha256 in X-Linked-Etag, found '%.80s'",
                        gm_url_for_message(url, u, sizeof u), etag);
+    if (size == 0)
+        return gm_fail(st, GM_ENET, "HEAD %s: expected the file's size in X-Linked-Size, found none",
+                       gm_url_for_message(url, u, sizeof u));
 
     pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
     pathf(part, sizeof part, "%s.incomplete", blob);
@@ -678,7 +681,17 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         gm_fail(st, GM_EIO, "%s: cannot read the partial download: %s", part, strerror(errno));
         goto out;
     }
-    for (int attempt = 1;; attempt++) {
+    if (have > size) {
+        /* longer than the file: not a prefix of it; start over */
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0 || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL)) {
+            gm_fail(st, GM_EIO, "%s: cannot truncate the partial download: %s", part, strerror(errno));
+            goto out;
+        }
+        have = 0;
+    }
+    /* a partial file that already has every byte (its writer stopped before the rename) is only checked and moved */
+    const uint64_t had = have;
+    for (int attempt = 1; have < size; attempt++) {
         gm_xfer x;
         gm_xfer_init(&x, url);
         x.fd = fd;
@@ -704,6 +717,11 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             goto out;
         if (ok && have == size)
             break;
+        if (ok && have > size) {
+            gm_fail(st, GM_ENET, "GET %s: %llu bytes, more than the %llu of X-Linked-Size", gm_url_for_message(url, u,
+                    sizeof u), (unsigned long long)have, (unsigned long long)size);
+            goto out;
+        }
         if (attempt > h->retries) {
             gm_fail(st, GM_ENET, "GET %s: %llu of %llu bytes after %d attempts (%s); run the download again "
                     "to resume", gm_url_for_message(url, u, sizeof u), (unsigned long long)have,
@@ -713,7 +731,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         }
         usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
     }
-    if (h->progress)
+    if (h->progress && had < size)
         fputc('\n', stderr);
     unsigned char md[32];
     unsigned int mdlen = 0;

@@ -810,13 +810,12 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     if (shards_of(dir, &names, &n, st))
         return st->code;
     for (size_t i = 0; i < n && !st->code; i++) {
-        if (has(dir, names[i], "")) {
-            char path[PATH_MAX];
-            pathf(path, sizeof path, "%s/%s", dir, names[i]);
-            struct stat sb;
-            if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
-                continue; /* linked to a complete blob */
-        }
+        /*
+        ** a link to a complete blob, or the complete file itself: huggingface_hub moves a blob into the
+        ** snapshot where the file system has no symlinks, and cp -rL copies a cache that way
+        */
+        if (has(dir, names[i], ""))
+            continue;
         if (h->offline)
             offline_missing(repo, names[i], dir, st);
         else

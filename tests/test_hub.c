@@ -529,6 +529,32 @@ Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place
     free(err);
 }
 
+Test(hub, a_cache_of_plain_files_serves_offline_downloads_and_scaffolds)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/llama_untied_sharded", &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    hub_stop();
+    /* a cache on a file system without symlinks, or copied with cp -rL: each snapshot file is the file itself */
+    char cmd[9000], plain[4400];
+    snprintf(plain, sizeof plain, "%s/plain", hub.work);
+    snprintf(cmd, sizeof cmd, "cp -rL '%s' '%s' && test ! -L \"$(ls -d '%s'/hub/models--golden--llama_untied_sharded/"
+             "snapshots/*)/model-00001-of-00003.safetensors\"", hub.home, plain, plain);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(hub.home, sizeof hub.home, "%s", plain);
+    hub.port = 9; /* nothing listens there, and nothing may be asked */
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", "download golden/llama_untied_sharded", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "llama_untied_sharded");
+    free(dir);
+    free(out);
+    free(err);
+    cr_assert_eq(scaffold("HF_HUB_OFFLINE=1", "golden/llama_untied_sharded", &err), 0, "%s", err);
+    free(err);
+}
+
 Test(hub, download_draws_a_progress_bar_on_a_terminal)
 {
     hub_start(NULL);

@@ -66,6 +66,8 @@ static const char usage[] =
     "\n"
     "environment: HF_ENDPOINT, HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH,\n"
     "$HF_HOME/token), HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE=1, HF_HUB_DOWNLOAD_TIMEOUT;\n"
+    "HF_ASSETS_CACHE: where the header copies are kept, outside the shared snapshots\n"
+    "(default $HF_HOME/assets; gen-model/ORG--NAME/headers/<commit>/)\n"
     "GM_LOCK_TIMEOUT: at most this many seconds to wait for a blob or models/<id>/ another\n"
     "process holds (default: as long as it holds it)\n"
     "\n"
@@ -196,9 +198,13 @@ int main(int argc, char **argv)
         snap.name = strdup(opt.name);
     }
     opt.name = snap.name;
-    if (gm_check_config(&snap, &opt, NULL, &st) ||
-        (from_hub && gm_hub_fetch_headers(&hub, repo, source, &st)) ||
-        gm_snapshot_read_headers(&snap, source, &st) ||
+    /* gen-model's header copies of a cache snapshot live beside the cache, not in it (hub.h) */
+    char heads[PATH_MAX] = "";
+    if (!from_hub && snap.hf_cache && gm_heads_dir(snap.repo, snap.commit, heads, sizeof heads, &st) == 0)
+        gm_heads_migrate(source, heads);
+    if (st.code || gm_check_config(&snap, &opt, NULL, &st) ||
+        (from_hub && gm_hub_fetch_headers(&hub, repo, source, heads, sizeof heads, &st)) ||
+        gm_snapshot_read_headers(&snap, source, heads[0] ? heads : NULL, &st) ||
         gm_generate(&snap, &opt, &res, &st))
         goto out;
     if (gm_write_model(out_dir, &res, &snap, &st))

@@ -377,6 +377,85 @@ Test(hub, the_cache_has_the_python_layout_and_a_second_run_works_offline)
     free(commit);
 }
 
+/* The one snapshot folder of repo's cache (flat: org--name), or NULL. */
+static char *snapshot_of(const char *flat)
+{
+    char cmd[9000], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -d '%s'/hub/models--%s/snapshots/*", hub.home, flat);
+    if (tu_run(cmd, &out, NULL) != 0) {
+        free(out);
+        return NULL;
+    }
+    out[strcspn(out, "\n")] = '\0';
+    return out;
+}
+
+Test(hub, header_copies_stay_out_of_the_shared_snapshot_in_the_assets_folder)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Meta-Llama-3-8B", &err), 0, "%s", err);
+    free(err);
+    char *snap = snapshot_of("meta-llama--Meta-Llama-3-8B"), cmd[9000], *ls = NULL;
+    cr_assert_not_null(snap);
+    /* the snapshot holds the repo's files and nothing of gen-model's own */
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", snap);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "config.json\nmodel.safetensors.index.json\n");
+    free(ls);
+    /* the headers sit where huggingface_hub lets a downstream tool keep its own files */
+    const char *commit = strrchr(snap, '/') + 1;
+    snprintf(cmd, sizeof cmd, "ls '%s/assets/gen-model/meta-llama--Meta-Llama-3-8B/headers/%s'", hub.home, commit);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "model-00001-of-00004.safetensors.head\nmodel-00002-of-00004.safetensors.head\n"
+                         "model-00003-of-00004.safetensors.head\nmodel-00004-of-00004.safetensors.head\n");
+    free(ls);
+    /* and a cache snapshot given as SOURCE finds them there, with no network */
+    char args[9000];
+    hub_stop();
+    snprintf(args, sizeof args, "'%s' --out '%s/again'", snap, hub.work);
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", args, NULL, &err), 0, "%s", err);
+    free(err);
+    char a[4500], b[4500];
+    snprintf(a, sizeof a, "%s/meta_llama_3_8b", hub.out);
+    snprintf(b, sizeof b, "%s/again/meta_llama_3_8b", hub.work);
+    assert_same_tree(a, b);
+    free(snap);
+}
+
+Test(hub, header_copies_an_earlier_version_left_in_a_snapshot_are_moved_out)
+{
+    hub_start(NULL);
+    char *err = NULL, cmd[16384], assets[4400];
+    snprintf(assets, sizeof assets, "%s/elsewhere", hub.work);
+    snprintf(cmd, sizeof cmd, "HF_ASSETS_CACHE='%s'", assets);
+    cr_assert_eq(scaffold(cmd, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    free(err);
+    char *snap = snapshot_of("Qwen--Qwen2-0.5B");
+    cr_assert_not_null(snap);
+    const char *commit = strrchr(snap, '/') + 1;
+    /* as earlier versions left it: snapshots/<commit>/model.safetensors.head -> ../../blobs/<sha256 of it> */
+    snprintf(cmd, sizeof cmd,
+             "set -e; h='%s/gen-model/Qwen--Qwen2-0.5B/headers/%s/model.safetensors.head'; test -f \"$h\"; "
+             "b=$(sha256sum \"$h\" | cut -c1-64); mv \"$h\" '%s/../../blobs/'$b; "
+             "ln -s ../../blobs/$b '%s/model.safetensors.head'; rm -r '%s'",
+             assets, commit, snap, snap, assets);
+    cr_assert_eq(system(cmd), 0);
+    hub_stop();
+    hub.port = 9;
+    snprintf(cmd, sizeof cmd, "HF_HUB_OFFLINE=1 HF_ASSETS_CACHE='%s'", assets);
+    cr_assert_eq(scaffold(cmd, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    free(err);
+    char *ls = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'; ls '%s/../../blobs' | wc -l; ls '%s/gen-model/Qwen--Qwen2-0.5B/headers/%s'",
+             snap, snap, assets, commit);
+    tu_run(cmd, &ls, NULL);
+    /* the snapshot holds config.json alone, its blob alone is left, and the header moved to the assets folder */
+    cr_assert_str_eq(ls, "config.json\n1\nmodel.safetensors.head\n");
+    free(ls);
+    free(snap);
+}
+
 Test(hub, offline_with_an_empty_cache_is_a_clear_error)
 {
     char *err = NULL, args[8900];

@@ -731,7 +731,7 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *hea
 /* ---------------------------------------------------------------------- */
 /* full downloads */
 
-/* Hash what a partial download already holds. */
+/* Hash what a partial download already holds (an interrupt stops it: -1, errno EINTR). */
 static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
 {
     char buf[1 << 16];
@@ -740,6 +740,8 @@ static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
     if (lseek(fd, 0, SEEK_SET) != 0)
         return -1;
     while ((r = read(fd, buf, sizeof buf)) > 0) {
+        if (gm_interrupted())
+            return errno = EINTR, -1;
         EVP_DigestUpdate(sha, buf, (size_t)r);
         *have += (uint64_t)r;
     }
@@ -840,6 +842,15 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             goto out;
         }
         gm_xfer_free(&x);
+        if (!rc && gm_interrupted())
+            rc = gm_fail(st, GM_EIO, "interrupted");
+        if (rc && gm_interrupted()) {
+            if (h->progress)
+                fputc('\n', stderr);
+            /* what arrived is in the partial file, whole: the next run (or huggingface_hub) resumes from it */
+            gm_fail(st, GM_EIO, "interrupted: %s stays in %s (%llu of %llu bytes) for the next run to resume",
+                    file, part, (unsigned long long)have, (unsigned long long)size);
+        }
         if (rc)
             goto out;
         if (ok && have == size)

@@ -560,24 +560,38 @@ Test(hub, an_interrupted_download_never_looks_complete_and_resumes_later)
     free(err);
 }
 
+/*
+** Download golden/mistral_untied, then leave its weights as a partial download: `make` (shell, with
+** $b the blob's path) writes $b.incomplete, and the blob and its snapshot link are removed.
+*/
+static void plant_partial(const char *make)
+{
+    char *out = NULL, *err = NULL, cmd[9000];
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
+             "b=blobs/${b##*/} && %s && rm -f $b snapshots/*/model.safetensors", hub.home, make);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* Is a .incomplete left among golden/mistral_untied's blobs? */
+static int partial_left(void)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
+    return system(cmd) == 0;
+}
+
 Test(hub, a_corrupt_partial_download_fails_the_checksum_and_is_removed)
 {
     hub_start(NULL);
     char *out = NULL, *err = NULL;
-    /* learn the blob name, then plant a wrong partial file under it */
-    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
-    free(out);
-    free(err);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
-             "b=blobs/${b##*/} && head -c 1000 /dev/zero > $b.incomplete && rm $b snapshots/*/model.safetensors",
-             hub.home);
-    cr_assert_eq(system(cmd), 0);
+    plant_partial("head -c 1000 /dev/zero > $b.incomplete");
     cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 5);
     cr_assert(strstr(err, "does not match the Hub's X-Linked-Etag"), "%s", err);
-    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
-    cr_assert_neq(system(cmd), 0, "the corrupt partial file was kept");
+    cr_assert(!partial_left(), "the corrupt partial file was kept");
     free(out);
     free(err);
 }
@@ -586,23 +600,15 @@ Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place
 {
     hub_start(NULL);
     char *out = NULL, *err = NULL;
-    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
-    free(out);
-    free(err);
     /* as a run killed after its last byte and before its rename leaves it (gen-model's or huggingface_hub's) */
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
-             "b=blobs/${b##*/} && mv $b $b.incomplete && rm snapshots/*/model.safetensors", hub.home);
-    cr_assert_eq(system(cmd), 0);
+    plant_partial("mv $b $b.incomplete");
     hub_stop();
     hub_start(NULL);
     cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
     cr_assert_eq(log_count("\"server\": \"cdn\"", "\"method\": \"GET\""), 0, "the complete file was fetched again");
     char *dir = downloaded_dir(out);
     assert_golden_files(dir, "mistral_untied");
-    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
-    cr_assert_neq(system(cmd), 0, "the .incomplete was left");
+    cr_assert(!partial_left(), "the .incomplete was left");
     free(dir);
     free(out);
     free(err);

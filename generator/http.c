@@ -332,7 +332,9 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
     while (left > 0 && !st->code) {
         if (gm_interrupted()) {
             /* Ctrl-C: stop every transfer here; what a file received is in it, whole, to resume */
-            gm_fail(st, GM_EIO, "interrupted");
+            char u[4096];
+            gm_fail(st, GM_EIO, "interrupted during GET %s; nothing half-received is used",
+                    gm_url_for_message(xs[0]->url, u, sizeof u));
             break;
         }
         const double t = now();

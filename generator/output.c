@@ -49,12 +49,18 @@ static void test_delay(void)
     }
 }
 
-/* An interrupt arrived (and is held) while the new folder was being built. */
+/* Signal sig is held back and will be acted on when let through (Linux keeps even an ignored one pending). */
+static int held(const sigset_t *pending, int sig)
+{
+    struct sigaction sa;
+    return sigismember(pending, sig) && sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN;
+}
+
+/* An interrupt arrived (and is held) while the new folder was being built; one ignored (nohup) is none. */
 static int interrupted(void)
 {
     sigset_t pending;
-    return sigpending(&pending) == 0 &&
-           (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) || sigismember(&pending, SIGHUP));
+    return sigpending(&pending) == 0 && (held(&pending, SIGINT) || held(&pending, SIGTERM) || held(&pending, SIGHUP));
 }
 
 /* A living document is carried over only from a plain file, never through a symlink. */

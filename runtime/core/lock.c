@@ -27,9 +27,13 @@ void gm_catch_interrupts(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt; /* no SA_RESTART: a blocking call returns EINTR */
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction was;
+        /* one ignored when we started stays ignored: nohup's SIGHUP, a shell's background SIGINT */
+        if (sigaction(sigs[i], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 int gm_interrupted(void)

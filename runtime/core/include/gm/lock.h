@@ -49,7 +49,8 @@ int gm_lock_timeout(void);
 /*
 ** SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process (no
 ** SA_RESTART), so that a long step (a transfer, a lock wait) can stop,
-** leave what the next run resumes, release its locks and say so.
+** leave what the next run resumes, release its locks and say so. A signal
+** ignored when the program started (nohup's SIGHUP) stays ignored.
 ** gm_interrupted() is the signal that arrived, or 0 (also when never caught).
 */
 void gm_catch_interrupts(void);

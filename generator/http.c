@@ -1,6 +1,8 @@
 /* HTTP transfers on libcurl multi: manual redirects, origin-bound token, retries. */
 #include "http.h"
 
+#include "gm/lock.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +330,13 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
         xs[i]->not_before = 0;
     }
     while (left > 0 && !st->code) {
+        if (gm_interrupted()) {
+            /* Ctrl-C: stop every transfer here; what a file received is in it, whole, to resume */
+            char u[4096];
+            gm_fail(st, GM_EIO, "interrupted during GET %s; nothing half-received is used",
+                    gm_url_for_message(xs[0]->url, u, sizeof u));
+            break;
+        }
         const double t = now();
         for (size_t i = 0; i < n; i++) {
             gm_xfer *x = xs[i];

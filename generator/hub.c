@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <openssl/evp.h>
 
 #include "gm/lock.h"
@@ -70,6 +72,59 @@ static char *read_token_file(const char *path)
     return tok;
 }
 
+/* $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface. */
+static int hf_home(char *home, size_t size, gm_status *st)
+{
+    if (env("HF_HOME"))
+        pathf(home, size, "%s", env("HF_HOME"));
+    else if (env("XDG_CACHE_HOME"))
+        pathf(home, size, "%s/huggingface", env("XDG_CACHE_HOME"));
+    else if (env("HOME"))
+        pathf(home, size, "%s/.cache/huggingface", env("HOME"));
+    else
+        return gm_fail(st, GM_EUSAGE, "cannot place the Hugging Face cache: set HF_HOME or HF_HUB_CACHE");
+    return 0;
+}
+
+/* org/name as one folder name, org--name, as huggingface_hub flattens a repo id. */
+static void flat_repo(const char *repo, char *out, size_t size)
+{
+    size_t k = 0;
+    for (const char *p = repo; *p && k + 3 < size; p++) {
+        if (*p == '/') {
+            out[k++] = '-';
+            out[k++] = '-';
+        } else {
+            out[k++] = *p;
+        }
+    }
+    out[k] = '\0';
+}
+
+/* The assets folder of gen-model: $HF_ASSETS_CACHE (default $HF_HOME/assets)/gen-model. */
+static int assets_root(const char *home, char *out, size_t size)
+{
+    return env("HF_ASSETS_CACHE") ? pathf(out, size, "%s/gen-model", env("HF_ASSETS_CACHE"))
+                                  : pathf(out, size, "%s/assets/gen-model", home);
+}
+
+static void heads_of(const char *assets, const char *repo, const char *commit, char *out, size_t size)
+{
+    char flat[512];
+    flat_repo(repo, flat, sizeof flat);
+    pathf(out, size, "%s/%s/headers/%s", assets, flat, commit);
+}
+
+int gm_heads_dir(const char *repo, const char *commit, char *out, size_t size, gm_status *st)
+{
+    char home[PATH_MAX], assets[PATH_MAX];
+    if (hf_home(home, sizeof home, st))
+        return st->code;
+    assets_root(home, assets, sizeof assets);
+    heads_of(assets, repo, commit, out, size);
+    return 0;
+}
+
 int gm_hub_init(gm_hub *h, gm_status *st)
 {
     memset(h, 0, sizeof *h);
@@ -80,19 +135,13 @@ int gm_hub_init(gm_hub *h, gm_status *st)
         h->endpoint[--n] = '\0';
 
     char home[PATH_MAX];
-    const char *hf_home = env("HF_HOME");
-    if (hf_home)
-        snprintf(home, sizeof home, "%s", hf_home);
-    else if (env("XDG_CACHE_HOME"))
-        snprintf(home, sizeof home, "%s/huggingface", env("XDG_CACHE_HOME"));
-    else if (env("HOME"))
-        snprintf(home, sizeof home, "%s/.cache/huggingface", env("HOME"));
-    else
-        return gm_fail(st, GM_EUSAGE, "cannot place the Hugging Face cache: set HF_HOME or HF_HUB_CACHE");
+    if (hf_home(home, sizeof home, st))
+        return st->code;
     if (env("HF_HUB_CACHE"))
         pathf(h->cache, sizeof h->cache, "%s", env("HF_HUB_CACHE"));
     else
         pathf(h->cache, sizeof h->cache, "%s/hub", home);
+    assets_root(home, h->assets, sizeof h->assets);
 
     if (env("HF_TOKEN")) {
         h->token = strdup(env("HF_TOKEN"));
@@ -136,16 +185,7 @@ void gm_hub_free(gm_hub *h)
 static int repo_dir(const gm_hub *h, const char *repo, char *out, size_t size, gm_status *st)
 {
     char flat[512];
-    size_t k = 0;
-    for (const char *p = repo; *p && k + 3 < sizeof flat; p++) {
-        if (*p == '/') {
-            flat[k++] = '-';
-            flat[k++] = '-';
-        } else {
-            flat[k++] = *p;
-        }
-    }
-    flat[k] = '\0';
+    flat_repo(repo, flat, sizeof flat);
     if (snprintf(out, size, "%s/models--%s", h->cache, flat) >= (int)size)
         return gm_fail(st, GM_EIO, "%s: cache path too long", h->cache);
     return 0;
@@ -172,16 +212,16 @@ static int file_exists(const char *path)
 ** <cache>/.locks/models--org--name/<blob>.lock. Held, it means no other
 ** process (gen-model or Python) writes that blob meanwhile.
 */
-static int lock_blob(const char *rdir, const char *blob, gm_status *st)
+static int lock_blob(const char *rdir, const char *blob, const char *file, uint64_t size, gm_status *st)
 {
-    char path[PATH_MAX], what[PATH_MAX + 16], part[PATH_MAX];
+    char path[PATH_MAX], what[PATH_MAX + 320], part[PATH_MAX];
     const char *base = strrchr(rdir, '/');
     const int cache_len = base ? (int)(base - rdir) : 0;
     pathf(path, sizeof path, "%.*s/.locks/%s/%s.lock", cache_len, rdir, base ? base + 1 : rdir, blob);
-    pathf(what, sizeof what, "the blob %s", blob);
-    /* while the holder downloads, <blob>.incomplete grows: the bound counts from its last growth */
+    pathf(what, sizeof what, "the blob %s (%s)", blob, file);
+    /* while the holder downloads, <blob>.incomplete grows: the wait says how far it has got */
     pathf(part, sizeof part, "%s/blobs/%s.incomplete", rdir, blob);
-    return gm_lock(path, what, part, st);
+    return gm_lock(path, what, part, size, st);
 }
 
 /* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
@@ -212,7 +252,7 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     pathf(path, sizeof path, "%s/%s", dir, blob);
     if (gm_mkdir_p(dir, st))
         return st->code;
-    const int lock = lock_blob(rdir, blob, st);
+    const int lock = lock_blob(rdir, blob, file, len, st);
     if (lock < 0)
         return st->code;
     /* a blob another process completed while this one waited is used as it is */
@@ -333,13 +373,97 @@ static int cache_file(const char *rdir, const char *commit, const char *file, co
     return cache_put(rdir, commit, file, blob, x->body, x->len, st);
 }
 
+static const char *commit_of(const char *dir);
+static void rdir_of(const char *dir, char *out, size_t size);
+static int fetch_config(gm_hub *h, const char *repo, const char *revision, char *dir, size_t dir_size,
+                        gm_status *st);
+
 static int offline_missing(const char *repo, const char *what, const char *where, gm_status *st)
 {
     return gm_fail(st, GM_EMISSING, "%s: HF_HUB_OFFLINE=1 and the cache has no %s (looked in %s); "
                    "run once with network, or unset HF_HUB_OFFLINE", repo, what, where);
 }
 
+/* Does a file in any snapshot of the repo at rdir link to blobs/<blob>? */
+static int linked_anywhere(const char *rdir, const char *blob)
+{
+    char snaps[PATH_MAX];
+    pathf(snaps, sizeof snaps, "%s/snapshots", rdir);
+    DIR *d = opendir(snaps);
+    int found = 0;
+    for (struct dirent *c; d && !found && (c = readdir(d)) != NULL;) {
+        char sdir[PATH_MAX];
+        if (c->d_name[0] == '.' || pathf(sdir, sizeof sdir, "%s/%s", snaps, c->d_name))
+            continue;
+        DIR *f = opendir(sdir);
+        for (struct dirent *e; f && !found && (e = readdir(f)) != NULL;) {
+            char path[PATH_MAX], target[PATH_MAX];
+            ssize_t n;
+            if (pathf(path, sizeof path, "%s/%s", sdir, e->d_name) == 0 &&
+                (n = readlink(path, target, sizeof target - 1)) > 0) {
+                target[n] = '\0';
+                const char *base = strrchr(target, '/');
+                found = strcmp(base ? base + 1 : target, blob) == 0;
+            }
+        }
+        if (f)
+            closedir(f);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+int gm_heads_migrate(const char *dir, const char *heads)
+{
+    char rdir[PATH_MAX];
+    int moved = 0;
+    rdir_of(dir, rdir, sizeof rdir);
+    DIR *d = opendir(dir);
+    const size_t suffix = strlen(".safetensors.head");
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        const size_t len = strlen(e->d_name);
+        char path[PATH_MAX], to[PATH_MAX], target[PATH_MAX] = "";
+        if (len <= suffix || strcmp(e->d_name + len - suffix, ".safetensors.head") != 0 ||
+            pathf(path, sizeof path, "%s/%s", dir, e->d_name) || pathf(to, sizeof to, "%s/%s", heads, e->d_name))
+            continue;
+        const ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = '\0';
+        char *text = NULL;
+        size_t size = 0;
+        gm_status ignore = {0};
+        if (!file_exists(to) && (gm_read_file(path, ST_MAX_HEADER + 8, &text, &size, &ignore) ||
+                                 gm_mkdir_p(heads, &ignore) || gm_write_file(to, text, size, &ignore))) {
+            free(text);
+            continue; /* left where it is, and read there */
+        }
+        free(text);
+        unlink(path);
+        moved++;
+        const char *blob = strrchr(target, '/');
+        if (n > 0 && blob && strncmp(target, "../../blobs/", 12) == 0 && !linked_anywhere(rdir, blob + 1)) {
+            char b[PATH_MAX];
+            if (pathf(b, sizeof b, "%s/blobs/%s", rdir, blob + 1) == 0)
+                unlink(b);
+        }
+    }
+    if (d)
+        closedir(d);
+    return moved;
+}
+
 int gm_hub_fetch_config(gm_hub *h, const char *repo, const char *revision,
+                        char *dir, size_t dir_size, gm_status *st)
+{
+    if (fetch_config(h, repo, revision, dir, dir_size, st) == 0) {
+        char heads[PATH_MAX];
+        heads_of(h->assets, repo, commit_of(dir), heads, sizeof heads);
+        gm_heads_migrate(dir, heads);
+    }
+    return st->code;
+}
+
+static int fetch_config(gm_hub *h, const char *repo, const char *revision,
                         char *dir, size_t dir_size, gm_status *st)
 {
     char rdir[PATH_MAX];
@@ -478,12 +602,11 @@ static int head_take(const gm_hub *h, const char *repo, const char *commit, head
     return 0;
 }
 
-/* Fetch the headers of files[] in parallel and cache each as <file>.head. */
-static int fetch_heads(gm_hub *h, const char *repo, const char *dir, char **files, size_t n, gm_status *st)
+/* Fetch the headers of files[] in parallel and keep each as heads/<file>.head. */
+static int fetch_heads(gm_hub *h, const char *repo, const char *dir, const char *heads, char **files, size_t n,
+                       gm_status *st)
 {
-    char rdir[PATH_MAX];
     const char *commit = commit_of(dir);
-    rdir_of(dir, rdir, sizeof rdir);
     head_job *jobs = calloc(n ? n : 1, sizeof *jobs);
     gm_xfer **xs = calloc(n ? n : 1, sizeof *xs);
     if (!jobs || !xs) {
@@ -511,11 +634,13 @@ static int fetch_heads(gm_hub *h, const char *repo, const char *dir, char **file
             if ((round == 0 || jobs[i].need) && head_take(h, repo, commit, &jobs[i], st))
                 goto out;
     }
+    /* each written whole under its own name (gm_write_file): writers of one header at once each rename a whole copy */
+    if (gm_mkdir_p(heads, st))
+        goto out;
     for (size_t i = 0; i < n; i++) {
-        char blob[80], name[300];
-        sha256_hex(jobs[i].bytes, jobs[i].len, blob);
-        pathf(name, sizeof name, "%s.head", jobs[i].file);
-        if (cache_put(rdir, commit, name, blob, jobs[i].bytes, jobs[i].len, st))
+        char path[PATH_MAX];
+        pathf(path, sizeof path, "%s/%s.head", heads, jobs[i].file);
+        if (gm_write_file(path, jobs[i].bytes, jobs[i].len, st))
             goto out;
     }
 out:
@@ -563,17 +688,19 @@ static int no_weights(const char *repo, const char *dir, gm_status *st)
 }
 
 /* Is the repo single-file? Asks the Hub with a header probe of model.safetensors. */
-int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status *st)
+int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *heads, size_t heads_size,
+                         gm_status *st)
 {
     char *single[] = {"model.safetensors"};
-    if (has(dir, "model.safetensors", "") || has(dir, "model.safetensors", ".head"))
+    heads_of(h->assets, repo, commit_of(dir), heads, heads_size);
+    if (has(dir, "model.safetensors", "") || has(heads, "model.safetensors", ".head"))
         return 0;
     if (!has(dir, "model.safetensors.index.json", "")) {
         if (h->offline)
             return offline_missing(repo, "model.safetensors header or index", dir, st);
         /* as huggingface_hub decides: model.safetensors first, then the index */
         gm_status probe = {0};
-        if (fetch_heads(h, repo, dir, single, 1, &probe) == 0)
+        if (fetch_heads(h, repo, dir, heads, single, 1, &probe) == 0)
             return 0;
         if (probe.code != GM_EMISSING) {
             *st = probe;
@@ -588,14 +715,14 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status
         return st->code;
     char **need = calloc(n ? n : 1, sizeof *need);
     for (size_t i = 0; need && i < n; i++)
-        if (!has(dir, names[i], "") && !has(dir, names[i], ".head"))
+        if (!has(dir, names[i], "") && !has(heads, names[i], ".head"))
             need[k++] = names[i];
     if (!need)
         gm_fail(st, GM_ENOMEM, "out of memory");
     else if (k > 0 && h->offline)
         offline_missing(repo, need[0], dir, st);
     else if (k > 0)
-        fetch_heads(h, repo, dir, need, k, st);
+        fetch_heads(h, repo, dir, heads, need, k, st);
     free(need);
     st_free_names(names, n);
     return st->code;
@@ -604,7 +731,7 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, gm_status
 /* ---------------------------------------------------------------------- */
 /* full downloads */
 
-/* Hash what a partial download already holds. */
+/* Hash what a partial download already holds (an interrupt stops it: -1, errno EINTR). */
 static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
 {
     char buf[1 << 16];
@@ -613,6 +740,8 @@ static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
     if (lseek(fd, 0, SEEK_SET) != 0)
         return -1;
     while ((r = read(fd, buf, sizeof buf)) > 0) {
+        if (gm_interrupted())
+            return errno = EINTR, -1;
         EVP_DigestUpdate(sha, buf, (size_t)r);
         *have += (uint64_t)r;
     }
@@ -644,6 +773,9 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     if (strlen(etag) != 64 || strspn(etag, "0123456789abcdef") != 64)
         return gm_fail(st, GM_ENET, "HEAD %s: expected a sha256 in X-Linked-Etag, found '%.80s'",
                        gm_url_for_message(url, u, sizeof u), etag);
+    if (size == 0)
+        return gm_fail(st, GM_ENET, "HEAD %s: expected the file's size in X-Linked-Size, found none",
+                       gm_url_for_message(url, u, sizeof u));
 
     pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
     pathf(part, sizeof part, "%s.incomplete", blob);
@@ -658,7 +790,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     ** writes <blob>.incomplete (so a resumed download is this blob's bytes
     ** alone), and one that waited finds the blob complete and links it.
     */
-    const int lock = lock_blob(rdir, etag, st);
+    const int lock = lock_blob(rdir, etag, file, size, st);
     if (lock < 0)
         return st->code;
     if (file_exists(blob)) {
@@ -678,7 +810,17 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         gm_fail(st, GM_EIO, "%s: cannot read the partial download: %s", part, strerror(errno));
         goto out;
     }
-    for (int attempt = 1;; attempt++) {
+    if (have > size) {
+        /* longer than the file: not a prefix of it; start over */
+        if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0 || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL)) {
+            gm_fail(st, GM_EIO, "%s: cannot truncate the partial download: %s", part, strerror(errno));
+            goto out;
+        }
+        have = 0;
+    }
+    /* a partial file that already has every byte (its writer stopped before the rename) is only checked and moved */
+    const uint64_t had = have;
+    for (int attempt = 1; have < size; attempt++) {
         gm_xfer x;
         gm_xfer_init(&x, url);
         x.fd = fd;
@@ -700,10 +842,24 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             goto out;
         }
         gm_xfer_free(&x);
+        if (!rc && gm_interrupted())
+            rc = gm_fail(st, GM_EIO, "interrupted");
+        if (rc && gm_interrupted()) {
+            if (h->progress)
+                fputc('\n', stderr);
+            /* what arrived is in the partial file, whole: the next run (or huggingface_hub) resumes from it */
+            gm_fail(st, GM_EIO, "interrupted: %s stays in %s (%llu of %llu bytes) for the next run to resume",
+                    file, part, (unsigned long long)have, (unsigned long long)size);
+        }
         if (rc)
             goto out;
         if (ok && have == size)
             break;
+        if (ok && have > size) {
+            gm_fail(st, GM_ENET, "GET %s: %llu bytes, more than the %llu of X-Linked-Size", gm_url_for_message(url, u,
+                    sizeof u), (unsigned long long)have, (unsigned long long)size);
+            goto out;
+        }
         if (attempt > h->retries) {
             gm_fail(st, GM_ENET, "GET %s: %llu of %llu bytes after %d attempts (%s); run the download again "
                     "to resume", gm_url_for_message(url, u, sizeof u), (unsigned long long)have,
@@ -713,7 +869,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         }
         usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
     }
-    if (h->progress)
+    if (h->progress && had < size)
         fputc('\n', stderr);
     unsigned char md[32];
     unsigned int mdlen = 0;
@@ -792,13 +948,12 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     if (shards_of(dir, &names, &n, st))
         return st->code;
     for (size_t i = 0; i < n && !st->code; i++) {
-        if (has(dir, names[i], "")) {
-            char path[PATH_MAX];
-            pathf(path, sizeof path, "%s/%s", dir, names[i]);
-            struct stat sb;
-            if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
-                continue; /* linked to a complete blob */
-        }
+        /*
+        ** a link to a complete blob, or the complete file itself: huggingface_hub moves a blob into the
+        ** snapshot where the file system has no symlinks, and cp -rL copies a cache that way
+        */
+        if (has(dir, names[i], ""))
+            continue;
         if (h->offline)
             offline_missing(repo, names[i], dir, st);
         else

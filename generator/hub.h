@@ -5,13 +5,19 @@
 ** they look for it, and what they fetched is used without network.
 **
 ** Scaffolding reads kilobytes: config.json, the index, and each safetensors
-** header through HTTP Range requests. The header copies are cached as
-** snapshots/<commit>/<file>.head (a blob like any other), so a cache snapshot
-** folder is itself a gen-model SOURCE.
+** header through HTTP Range requests. The header copies are gen-model's own,
+** not the repo's files, so they are kept out of the shared snapshot (which
+** holds only the repo's files, as every other tool expects) in the assets
+** folder huggingface_hub gives downstream tools for their own files:
+** $HF_ASSETS_CACHE (default $HF_HOME/assets)/gen-model/org--name/headers/
+** <commit>/<file>.head. No tool of huggingface_hub looks there (scan_cache_dir
+** and the checksum verification read $HF_HUB_CACHE); a cache snapshot folder
+** given as SOURCE finds its headers there too.
 **
 ** Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN, then
 ** HUGGING_FACE_HUB_TOKEN, then the file HF_TOKEN_PATH or $HF_HOME/token;
 ** HF_HUB_CACHE (default $HF_HOME/hub, HF_HOME default ~/.cache/huggingface);
+** HF_ASSETS_CACHE (default $HF_HOME/assets);
 ** HF_HUB_OFFLINE=1 (no network at all); HF_HUB_DOWNLOAD_TIMEOUT (seconds a
 ** transfer may stall, default 10); GM_HUB_RETRY_MS (first retry delay,
 ** default 500).
@@ -30,6 +36,7 @@ typedef struct gm_hub {
     char *token;          /* NULL when none; sent only to the endpoint's host, never printed */
     const char *token_source; /* "HF_TOKEN", a file path, ...: for messages */
     char cache[PATH_MAX];
+    char assets[PATH_MAX]; /* $HF_ASSETS_CACHE/gen-model */
     int offline;
     long stall_seconds;
     long retry_ms;
@@ -48,19 +55,36 @@ void gm_hub_free(gm_hub *h);
 ** snapshot holds config.json. Online, the commit is what the Hub reports in
 ** X-Repo-Commit and refs/<revision> is updated; offline (HF_HUB_OFFLINE=1),
 ** refs/<revision> decides. *dir receives the snapshot folder
-** ($HF_HUB_CACHE/models--org--name/snapshots/<commit>).
+** ($HF_HUB_CACHE/models--org--name/snapshots/<commit>), from which header
+** copies of earlier versions are moved out (gm_heads_migrate).
 */
 int gm_hub_fetch_config(gm_hub *h, const char *repo, const char *revision,
                         char *dir, size_t dir_size, gm_status *st);
 
 /*
-** Add to that snapshot what the tensor check needs: model.safetensors's
-** header, or model.safetensors.index.json and each shard's header (fetched in
-** parallel), each as <file>.head unless the cache already has the file or
-** its header. Tensor data is never downloaded.
+** Add what the tensor check needs: model.safetensors's header, or
+** model.safetensors.index.json (into the snapshot) and each shard's header
+** (fetched in parallel), each as <file>.head in *heads (the snapshot's
+** headers folder, see gm_heads_dir) unless the snapshot has the file or
+** *heads its header. Tensor data is never downloaded.
 */
 int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir,
-                         gm_status *st);
+                         char *heads, size_t heads_size, gm_status *st);
+
+/*
+** The folder of gen-model's header copies of repo at commit:
+** $HF_ASSETS_CACHE (default $HF_HOME/assets)/gen-model/org--name/headers/<commit>.
+*/
+int gm_heads_dir(const char *repo, const char *commit, char *out, size_t size, gm_status *st);
+
+/*
+** Move the <file>.safetensors.head entries an earlier gen-model left in the
+** cache snapshot dir into heads, and remove their blobs when no snapshot
+** links to them any more, so that the snapshot holds only the repo's files.
+** Best effort: an entry that cannot be moved stays and is read where it is.
+** Returns how many were moved. gm_hub_fetch_config calls it.
+*/
+int gm_heads_migrate(const char *dir, const char *heads);
 
 /*
 ** Download the full safetensors files (and config.json, the index, and

@@ -14,6 +14,7 @@
 
 #include "gm/cli.h"
 #include "gm/kernels.h"
+#include "gm/lock.h"
 #include "gm/status.h"
 #include "hub.h"
 #include "lua_host.h"
@@ -28,7 +29,8 @@ enum {
     EXIT_REFUSED = 3,     /* the model is outside gen-model's scope */
     EXIT_IO = 4,          /* a file could not be read or written */
     EXIT_NETWORK = 5,     /* the Hub could not be reached or refused */
-    EXIT_INTERNAL = 70    /* a bug in gen-model or a template */
+    EXIT_INTERNAL = 70,   /* a bug in gen-model or a template */
+    EXIT_INTERRUPTED = 130 /* SIGINT, SIGTERM or SIGHUP: stopped, nothing half-written */
 };
 
 static const char usage[] =
@@ -66,10 +68,15 @@ static const char usage[] =
     "\n"
     "environment: HF_ENDPOINT, HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH,\n"
     "$HF_HOME/token), HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE=1, HF_HUB_DOWNLOAD_TIMEOUT;\n"
-    "GM_LOCK_TIMEOUT: seconds to wait for a blob or models/<id>/ another process holds (600)\n"
+    "HF_ASSETS_CACHE: where the header copies are kept, outside the shared snapshots\n"
+    "(default $HF_HOME/assets; gen-model/ORG--NAME/headers/<commit>/)\n"
+    "GM_LOCK_TIMEOUT: at most this many seconds to wait for a blob or models/<id>/ another\n"
+    "process holds (default: as long as it holds it)\n"
     "\n"
     "exit status: 0 written; 1 bad input (config, header, tensors); 2 usage;\n"
-    "3 model out of scope; 4 file system error; 5 network or Hub error; 70 internal error\n";
+    "3 model out of scope; 4 file system error; 5 network or Hub error; 70 internal error;\n"
+    "130 interrupted (Ctrl-C, SIGTERM): transfers stopped, locks released, a partial\n"
+    "download kept for the next run to resume, models/ left as it was\n";
 
 static int exit_code(int code)
 {
@@ -98,6 +105,19 @@ static void report_transfer(const gm_hub *h)
                 h->requests, h->requests == 1 ? "" : "s", h->endpoint);
 }
 
+/*
+** An interrupted run (SIGINT, SIGTERM, SIGHUP): one line saying what was left, exit 130. Only
+** what the next run resumes is left: a partial download stays in its .incomplete, models/ as it was.
+*/
+static int interrupted(const gm_status *st)
+{
+    if (st->code)
+        fprintf(stderr, "gen-model: %s\n", st->msg);
+    else
+        fprintf(stderr, "gen-model: interrupted; what was done is complete, nothing is half-written\n");
+    return EXIT_INTERRUPTED;
+}
+
 static int download(const char *repo, const char *revision)
 {
     gm_status st = {0};
@@ -109,8 +129,10 @@ static int download(const char *repo, const char *revision)
     }
     if (gm_hub_init(&hub, &st) == 0 && gm_hub_download(&hub, repo, revision, dir, sizeof dir, &st) == 0)
         printf("%s\n", dir);
-    report_transfer(&hub);
     gm_hub_free(&hub);
+    if (gm_interrupted())
+        return interrupted(&st);
+    report_transfer(&hub);
     if (st.code)
         fprintf(stderr, "gen-model: %s\n", st.msg);
     return exit_code(st.code);
@@ -160,6 +182,8 @@ int main(int argc, char **argv)
     }
     /* past RLIMIT_FSIZE a write fails with EFBIG and is cleaned up, instead of killing us mid-write */
     signal(SIGXFSZ, SIG_IGN);
+    /* Ctrl-C and SIGTERM stop the transfers and lock waits, and end the run as interrupted() says */
+    gm_catch_interrupts();
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "gen-model: cannot initialise libcurl\n");
         return EXIT_INTERNAL;
@@ -195,9 +219,13 @@ int main(int argc, char **argv)
         snap.name = strdup(opt.name);
     }
     opt.name = snap.name;
-    if (gm_check_config(&snap, &opt, NULL, &st) ||
-        (from_hub && gm_hub_fetch_headers(&hub, repo, source, &st)) ||
-        gm_snapshot_read_headers(&snap, source, &st) ||
+    /* gen-model's header copies of a cache snapshot live beside the cache, not in it (hub.h) */
+    char heads[PATH_MAX] = "";
+    if (!from_hub && snap.hf_cache && gm_heads_dir(snap.repo, snap.commit, heads, sizeof heads, &st) == 0)
+        gm_heads_migrate(source, heads);
+    if (st.code || gm_check_config(&snap, &opt, NULL, &st) ||
+        (from_hub && gm_hub_fetch_headers(&hub, repo, source, heads, sizeof heads, &st)) ||
+        gm_snapshot_read_headers(&snap, source, heads[0] ? heads : NULL, &st) ||
         gm_generate(&snap, &opt, &res, &st))
         goto out;
     if (gm_write_model(out_dir, &res, &snap, &st))
@@ -208,13 +236,15 @@ int main(int argc, char **argv)
         printf("  %s/%s/%s\n", out_dir, res.id, res.files[i].path);
     printf("  %s/%s/snapshot/\n", out_dir, res.id);
 out:
-    if (from_hub)
-        report_transfer(&hub);
-    if (st.code)
-        fprintf(stderr, "gen-model: %s\n", st.msg);
     gm_gen_result_free(&res);
     gm_snapshot_free(&snap);
     gm_hub_free(&hub);
     curl_global_cleanup();
+    if (gm_interrupted())
+        return interrupted(&st);
+    if (from_hub)
+        report_transfer(&hub);
+    if (st.code)
+        fprintf(stderr, "gen-model: %s\n", st.msg);
     return exit_code(st.code);
 }

@@ -49,12 +49,18 @@ static void test_delay(void)
     }
 }
 
-/* An interrupt arrived (and is held) while the new folder was being built. */
+/* Signal sig is held back and will be acted on when let through (Linux keeps even an ignored one pending). */
+static int held(const sigset_t *pending, int sig)
+{
+    struct sigaction sa;
+    return sigismember(pending, sig) && sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN;
+}
+
+/* An interrupt arrived (and is held) while the new folder was being built; one ignored (nohup) is none. */
 static int interrupted(void)
 {
     sigset_t pending;
-    return sigpending(&pending) == 0 &&
-           (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) || sigismember(&pending, SIGHUP));
+    return sigpending(&pending) == 0 && (held(&pending, SIGINT) || held(&pending, SIGTERM) || held(&pending, SIGHUP));
 }
 
 /* A living document is carried over only from a plain file, never through a symlink. */
@@ -118,8 +124,8 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
     sigaddset(&hold, SIGHUP);
     /*
     ** One writer of models/<id>/ at a time (phase0's records take the same
-    ** lock): never a mixture. The wait for it can be interrupted; the
-    ** signals are held only once the folder is ours.
+    ** lock, a flock on out_dir itself): never a mixture. The wait for it can
+    ** be interrupted; the signals are held only once the folder is ours.
     */
     char final[PATH_MAX];
     if (gm_mkdir_p(out_dir, st) != 0)
@@ -155,11 +161,22 @@ static void remove_stale(const char *out_dir, const char *id)
     closedir(d);
 }
 
+/* The lock file earlier versions kept beside models/<id>/ (.<id>.lock): the lock is now out_dir's own. */
+static void remove_old_lock(const char *out_dir, const char *id)
+{
+    char path[PATH_MAX];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/.%s.lock", out_dir, id) < (int)sizeof path && lstat(path, &sb) == 0 &&
+        S_ISREG(sb.st_mode) && sb.st_size == 0)
+        unlink(path);
+}
+
 static int write_model(const char *out_dir, const gm_gen_result *r,
                        const gm_snapshot *snap, gm_status *st)
 {
     char final[PATH_MAX], tmp[PATH_MAX];
     remove_stale(out_dir, r->id);
+    remove_old_lock(out_dir, r->id);
     if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final ||
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp-XXXXXX", out_dir, r->id) >= (int)sizeof tmp)
         return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);

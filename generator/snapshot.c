@@ -206,6 +206,7 @@ static int origin_from_path(gm_snapshot *s, const char *dir, gm_status *st)
                 if (gm_repo_id_valid(repo)) {
                     s->repo = strdup(repo);
                     s->commit = strdup(base);
+                    s->hf_cache = 1;
                     free(abs);
                     return s->repo && s->commit ? 0 : gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
                 }
@@ -224,8 +225,16 @@ static int origin_from_path(gm_snapshot *s, const char *dir, gm_status *st)
     return s->repo ? 0 : gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
 }
 
-/* Read the header of shard file `file` in dir, complete or as file.head. */
-static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status *st)
+/* path = folder/file.head, when it exists; its links checked against folder. */
+static int head_in(char *path, size_t size, const char *folder, const char *file, gm_status *st)
+{
+    if (snprintf(path, size, "%s/%s.head", folder, file) >= (int)size)
+        return gm_fail(st, GM_EIO, "%s/%s.head: path too long", folder, file), 0;
+    return exists(path) && check_link(folder, path, st) == 0;
+}
+
+/* Read the header of shard file `file` in dir, complete or as file.head (in dir, else in heads). */
+static int read_shard(gm_shard *sh, const char *dir, const char *heads, const char *file, gm_status *st)
 {
     char path[4096];
     struct stat sb;
@@ -236,14 +245,17 @@ static int read_shard(gm_shard *sh, const char *dir, const char *file, gm_status
         return st->code;
     if (stat(path, &sb) == 0) {
         sh->file_size = (uint64_t)sb.st_size;
-    } else {
-        if (snprintf(path, sizeof path, "%s/%s.head", dir, file) >= (int)sizeof path)
-            return gm_fail(st, GM_EIO, "%s/%s.head: path too long", dir, file);
-        if (!exists(path))
-            return gm_fail(st, GM_EMISSING, "%s: neither %s nor %s.head is present", dir, file, file);
-        if (check_link(dir, path, st))
+    } else if (!head_in(path, sizeof path, dir, file, st) && !st->code &&
+               !(heads && head_in(path, sizeof path, heads, file, st))) {
+        if (st->code)
             return st->code;
+        if (heads)
+            return gm_fail(st, GM_EMISSING, "%s: neither %s nor %s.head is present (nor in %s)", dir, file, file,
+                           heads);
+        return gm_fail(st, GM_EMISSING, "%s: neither %s nor %s.head is present", dir, file, file);
     }
+    if (st->code)
+        return st->code;
     if (st_read_header_bytes(path, &sh->header, &sh->header_len, st))
         return st->code;
     /* validated here once so every later step can trust it */
@@ -294,22 +306,23 @@ fail:
     return st->code;
 }
 
-int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st)
+int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads, gm_status *st)
 {
     char path[4096];
     char **names = NULL;
     size_t n_names = 0;
-    char single[4096];
+    char single[4096], single_head[4096];
     if (path_join(single, sizeof single - 5, dir, "model.safetensors", st))
         goto fail;
-    if (exists(single) || (strcat(single, ".head"), exists(single))) {
+    snprintf(single_head, sizeof single_head, "%s/model.safetensors.head", heads ? heads : dir);
+    if (exists(single) || (strcat(single, ".head"), exists(single)) || exists(single_head)) {
         s->shards = calloc(1, sizeof *s->shards);
         if (!s->shards) {
             gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
             goto fail;
         }
         s->n_shards = 1;
-        read_shard(&s->shards[0], dir, "model.safetensors", st);
+        read_shard(&s->shards[0], dir, heads, "model.safetensors", st);
         return st->code;
     }
     if (input_path(path, sizeof path, dir, "model.safetensors.index.json", st))
@@ -329,7 +342,7 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st)
     }
     s->n_shards = n_names;
     for (size_t i = 0; i < n_names; i++)
-        if (read_shard(&s->shards[i], dir, names[i], st))
+        if (read_shard(&s->shards[i], dir, heads, names[i], st))
             goto fail;
 fail:
     st_free_names(names, n_names);

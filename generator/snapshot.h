@@ -30,6 +30,7 @@ typedef struct gm_snapshot {
     size_t index_len;
     gm_shard *shards;   /* sorted by file name */
     size_t n_shards;
+    int hf_cache;       /* the folder is a Hugging Face cache snapshot: repo and commit came from its path */
 } gm_snapshot;
 
 /*
@@ -45,9 +46,10 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
 /*
 ** Add the tensor list: model.safetensors, or model.safetensors.index.json and
 ** every shard its weight_map names, each read only as far as its header (a
-** file may be complete or only <file>.head). Every header is validated.
+** file may be complete, or only <file>.head in dir or, when heads is not
+** NULL, in heads: a cache snapshot's headers folder). Every header is validated.
 */
-int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, gm_status *st);
+int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads, gm_status *st);
 
 /*
 ** Write the snapshot into folder dir (which must exist): config.json, the

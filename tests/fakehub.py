@@ -3,17 +3,27 @@
 
 Two HTTP/1.1 servers on 127.0.0.1 (ephemeral ports):
   hub  GET/HEAD /{org}/{name}/resolve/{revision}/{filename}
-       non-LFS files: 200 + body; LFS files: 302 to the cdn, like the real Hub.
+       non-LFS files: 200 + body; LFS files: 302 to the cdn, like the real Hub
+       (HEAD answers with what huggingface_hub reads: X-Repo-Commit, ETag,
+       X-Linked-Etag and X-Linked-Size, Location, Content-Length).
+       GET /api/models/{org}/{name}/revision/{revision}   (id, sha, siblings)
+       GET /api/models/{org}/{name}/tree/{revision}[/{path}]  (type, path, size, oid, lfs)
+       GET /api/models/{org}/{name}/refs                  (branches, tags, pullRequests)
   cdn  GET/HEAD /blobs/{etag}?repo=...&file=...   (single Range supported, never auth)
 
 Repos: ROOT/hub/<org>/<name>/.hub.json (header-only copies, the rest served as
-zeros, generated lazily) and ROOT/golden/<name>/ served as repo golden/<name>.
+zeros, generated lazily) and ROOT/golden/<name>/ served as repo golden/<name>,
+and --serve ORG/NAME=DIR. A golden or --serve repo also has the tag v1.0 (main's
+commit) and refs/pr/1 (a commit of its own with the same files).
 
 When both listen, one JSON line {"hub": port, "cdn": port, "pid": pid} is
-written to --ready-file (via F.tmp + rename). Exits on SIGTERM/SIGINT, or by
-itself after --max-seconds (300). Fault-injection modes (--mode, repeatable):
-ignore-range, drop-once, drop-always, slow, fail-first, redirect-loop, rename,
-truncate. --log appends one JSON line per request:
+written to --ready-file (via F.tmp + rename) and, as "ready {...}", to
+--events-fd. Exits on SIGTERM/SIGINT, or by itself after --max-seconds (300).
+Fault-injection modes (--mode, repeatable): ignore-range, drop-once,
+drop-always, slow, fail-first, redirect-loop, rename, truncate, stall (the
+first GET of each blob from the cdn sends --stall-bytes bytes, says
+"stalled ETAG BYTES" on --events-fd, and sends the rest after SIGUSR1).
+--log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
 import argparse
@@ -31,7 +41,7 @@ import urllib.parse
 CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
-         "redirect-loop", "rename", "truncate"}
+         "redirect-loop", "rename", "truncate", "stall"}
 
 
 class Blob:
@@ -108,7 +118,32 @@ def add_folder(repos, repo, d):
             data = f.read()
         etag = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
         files[fname] = Blob(data, len(data), lfs, etag)
-    repos[repo] = {"commit": hashlib.sha1(repo.encode()).hexdigest(), "gated": False, "files": files}
+    commit = hashlib.sha1(repo.encode()).hexdigest()
+    repos[repo] = {"commit": commit, "gated": False, "files": files, "tags": {"v1.0": commit},
+                   "prs": {"1": hashlib.sha1((repo + "/refs/pr/1").encode()).hexdigest()}}
+
+
+def resolve_revision(repo, revision):
+    """The commit a revision names (a branch, tag, refs/pr/N or commit), or None."""
+    if revision in ("main", repo["commit"]) or revision in repo.get("tags", {}):
+        return repo["commit"]
+    for n, commit in repo.get("prs", {}).items():
+        if revision in ("refs/pr/" + n, commit):
+            return commit
+    return None
+
+
+def tree_entry(fname, blob):
+    """A file as /api/models/.../tree lists it (and, renamed, as a sibling)."""
+    e = {"type": "file", "path": fname, "size": blob.size}
+    if blob.lfs:
+        pointer = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n"
+                   % (blob.etag, blob.size)).encode()
+        e["oid"] = git_blob_sha1(pointer)
+        e["lfs"] = {"oid": blob.etag, "size": blob.size, "pointerSize": len(pointer)}
+    else:
+        e["oid"] = blob.etag
+    return e
 
 
 def parse_range(header, total):
@@ -148,6 +183,9 @@ class State:
         self.tokens = {t for t in args.tokens.split(",") if t}
         self.by_etag = {b.etag: b for r in repos.values() for b in r["files"].values() if b.lfs}
         self.dropped = set()                     # etags already dropped once
+        self.stalled = set()                     # etags already stalled once
+        self.release = threading.Event()         # set by SIGUSR1: stalled bodies go on
+        self.events = os.fdopen(args.events_fd, "w", buffering=1) if args.events_fd >= 0 else None
         self.lock = threading.Lock()
         self.log = open(args.log, "a") if args.log else None
         self.hub_port = self.cdn_port = 0
@@ -167,6 +205,18 @@ class State:
                 self.dropped.add(etag)
                 return True
             return False
+
+    def should_stall(self, etag):
+        with self.lock:
+            if "stall" in self.modes and etag not in self.stalled:
+                self.stalled.add(etag)
+                return True
+            return False
+
+    def event(self, line):
+        if self.events:
+            with self.lock:
+                self.events.write(line + "\n")
 
     def write_log(self, rec):
         if self.log:
@@ -212,9 +262,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.flush()
 
-    def body(self, chunks, length, limit=None):
+    def body(self, chunks, length, limit=None, stall=None):
         """Stream `chunks` (`length` bytes) for GET; stop after `limit` bytes and
-        close abruptly if given. Honors the `slow` mode (headers, sleep, body)."""
+        close abruptly if given. Honors the `slow` mode (headers, sleep, body).
+        With `stall` = (etag, n): after n bytes, say so on the events pipe and
+        wait for SIGUSR1 before the rest."""
         if self.command == "HEAD" or length == 0:
             return
         if "slow" in self.state.modes:
@@ -222,6 +274,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         for piece in chunks:
             if limit is not None and self.sent + len(piece) > limit:
                 piece = piece[:limit - self.sent]
+            if stall and self.sent < stall[1] <= self.sent + len(piece):
+                cut = stall[1] - self.sent
+                self.wfile.write(piece[:cut])
+                self.wfile.flush()
+                self.sent += cut
+                piece = piece[cut:]
+                self.state.event("stalled %s %d" % (stall[0], self.sent))
+                self.state.release.wait(self.state.args.max_seconds)
             self.wfile.write(piece)
             self.sent += len(piece)
             if limit is not None and self.sent >= limit:
@@ -246,8 +306,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def redirect(self, status, location, extra=()):
         self.start(status, [("Location", location), ("Content-Length", 0)] + list(extra))
 
-    def send_blob(self, blob, headers, allow_range=True, limit_half=False):
-        """200/206/416 for `blob`, with `headers` added; a half body if limit_half."""
+    def send_blob(self, blob, headers, allow_range=True, limit_half=False, stall=False):
+        """200/206/416 for `blob`, with `headers` added; a half body if limit_half;
+        a body that stalls after --stall-bytes if stall."""
         rng = parse_range(self.headers.get("Range"), blob.size) if allow_range else None
         if rng == "416":
             return self.error(416, "Requested range not satisfiable",
@@ -258,8 +319,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if rng:
             h.append(("Content-Range", "bytes %d-%d/%d" % (start, end - 1, blob.size)))
         self.start(206 if rng else 200, h)
+        at = self.state.args.stall_bytes if self.state.args.stall_bytes > 0 else (end - start) // 2
         self.body(blob.chunks(start, end), end - start,
-                  limit=(end - start) // 2 if limit_half else None)
+                  limit=(end - start) // 2 if limit_half else None,
+                  stall=(blob.etag, at) if stall and 0 < at < end - start else None)
 
 
 class HubHandler(Handler):
@@ -272,6 +335,8 @@ class HubHandler(Handler):
             extra = [("Retry-After", "1")] if status == 429 else []
             return self.error(status, "Injected failure (fail-first)", extra=extra)
         parts = self.path.partition("?")[0].split("/")
+        if len(parts) >= 6 and parts[1] == "api" and parts[2] == "models":
+            return self.api(parts[3], parts[4], parts[5:])
         # ['', org, name, 'resolve', rev, file...]
         if len(parts) < 6 or parts[3] != "resolve" or not parts[5]:
             return self.error(404, "Not Found")
@@ -304,8 +369,8 @@ class HubHandler(Handler):
             if token == "hf_noaccess":
                 return self.error(403, "Access to model %s is restricted and you are "
                                   "not in the authorized list." % repo_id, "GatedRepo")
-        commit = repo["commit"]
-        if revision not in ("main", commit):
+        commit = resolve_revision(repo, revision)
+        if commit is None:
             return self.error(404, "Invalid rev id: %s" % revision, "RevisionNotFound")
         blob = repo["files"].get(filename)
         if blob is None:
@@ -320,6 +385,57 @@ class HubHandler(Handler):
                 ("X-Linked-Etag", '"%s"' % blob.etag), ("ETag", '"%s"' % blob.etag)])
         self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)],
                        limit_half="truncate" in st.modes)
+
+
+    def access(self, repo_id):
+        """The repo, or None after answering 401/403/404 as /resolve does."""
+        st = self.state
+        auth = self.headers.get("Authorization")
+        token = auth.strip().partition(" ")[2].strip() if auth else None
+        if auth is not None and token not in st.tokens:
+            return self.error(401, "Invalid credentials in Authorization header")
+        repo = st.repos.get(repo_id)
+        if repo is None:
+            return self.error(404, "Repository not found", "RepoNotFound")
+        if repo["gated"] and token in (None, "hf_noaccess"):
+            return self.error(401 if token is None else 403, "Access to model %s is restricted" % repo_id,
+                              "GatedRepo")
+        return repo
+
+    def json(self, value):
+        payload = json.dumps(value).encode()
+        self.start(200, [("Content-Type", "application/json"), ("Content-Length", len(payload))])
+        self.body([payload], len(payload))
+
+    def api(self, org, name, rest):
+        """/api/models/{org}/{name}/{revision/REV | tree/REV[/PATH] | refs}: what huggingface_hub reads."""
+        repo_id = org + "/" + name
+        repo = self.access(repo_id)
+        if repo is None:
+            return
+        kind = rest[0]
+        if kind == "refs":
+            ref = lambda n, r, c: {"name": n, "ref": r, "targetCommit": c}
+            return self.json({
+                "branches": [ref("main", "refs/heads/main", repo["commit"])], "converts": [],
+                "tags": [ref(t, "refs/tags/" + t, c) for t, c in sorted(repo.get("tags", {}).items())],
+                "pullRequests": [ref("refs/pr/" + n, "refs/pr/" + n, c) for n, c in sorted(repo.get("prs", {}).items())]})
+        if kind not in ("revision", "tree") or len(rest) < 2:
+            return self.error(404, "Not Found")
+        commit = resolve_revision(repo, urllib.parse.unquote(rest[1]))
+        if commit is None:
+            return self.error(404, "Invalid rev id: %s" % urllib.parse.unquote(rest[1]), "RevisionNotFound")
+        entries = [tree_entry(f, b) for f, b in sorted(repo["files"].items())]
+        if kind == "revision":
+            siblings = [{"rfilename": e["path"], "size": e["size"], "blobId": e["oid"],
+                         **({"lfs": {"sha256": e["lfs"]["oid"], "size": e["size"],
+                                     "pointerSize": e["lfs"]["pointerSize"]}} if "lfs" in e else {})}
+                        for e in entries]
+            return self.json({"id": repo_id, "sha": commit, "private": False, "gated": repo["gated"],
+                              "siblings": siblings})
+        prefix = urllib.parse.unquote("/".join(rest[2:]))
+        return self.json([e for e in entries if not prefix or e["path"].startswith(prefix.rstrip("/") + "/")
+                          or e["path"] == prefix])
 
 
 class CdnHandler(Handler):
@@ -339,8 +455,9 @@ class CdnHandler(Handler):
         if blob is None:
             return self.error(404, "Blob not found")
         drop = self.command == "GET" and st.should_drop(blob.etag)
+        stall = self.command == "GET" and st.should_stall(blob.etag)
         self.send_blob(blob, [("ETag", '"%s"' % blob.etag)],
-                       allow_range="ignore-range" not in st.modes, limit_half=drop)
+                       allow_range="ignore-range" not in st.modes, limit_half=drop, stall=stall)
 
 
 class Server(http.server.ThreadingHTTPServer):
@@ -353,7 +470,7 @@ class Server(http.server.ThreadingHTTPServer):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", required=True, help="folder holding hub/ and golden/")
-    ap.add_argument("--ready-file", required=True)
+    ap.add_argument("--ready-file", help="where to write the ports once listening (or use --events-fd)")
     ap.add_argument("--log")
     ap.add_argument("--mode", action="append", default=[], choices=sorted(MODES))
     ap.add_argument("--fail-first", type=int, default=0,
@@ -364,6 +481,9 @@ def main():
     ap.add_argument("--max-seconds", type=float, default=300.0, help="safety bound")
     ap.add_argument("--serve", action="append", default=[], metavar="ORG/NAME=DIR",
                     help="also serve model folder DIR as repo ORG/NAME")
+    ap.add_argument("--events-fd", type=int, default=-1,
+                    help="write 'ready {...}' and 'stalled ETAG BYTES' lines to this inherited descriptor")
+    ap.add_argument("--stall-bytes", type=int, default=0, help="for --mode stall (0: half the body)")
     args = ap.parse_args()
 
     repos = load_repos(args.root)
@@ -376,22 +496,25 @@ def main():
     hub = Server(("127.0.0.1", 0), handlers["hub"])
     cdn = Server(("127.0.0.1", 0), handlers["cdn"])
     state.hub_port, state.cdn_port = hub.server_address[1], cdn.server_address[1]
-    for s in (hub, cdn):
-        threading.Thread(target=s.serve_forever, daemon=True).start()
+    for s in (hub, cdn):                         # a short poll: a stop takes milliseconds, not half a second
+        threading.Thread(target=s.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: state.release.set())
 
-    tmp = args.ready_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(json.dumps({"hub": state.hub_port, "cdn": state.cdn_port,
-                            "pid": os.getpid()}) + "\n")
-    os.rename(tmp, args.ready_file)
+    ready = json.dumps({"hub": state.hub_port, "cdn": state.cdn_port, "pid": os.getpid()})
+    if args.ready_file:
+        tmp = args.ready_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(ready + "\n")
+        os.rename(tmp, args.ready_file)
+    state.event("ready " + ready)
 
     deadline = time.monotonic() + args.max_seconds
     while not stop.is_set() and time.monotonic() < deadline:
-        stop.wait(0.5)                           # short waits: signals get handled promptly
+        stop.wait(0.1)                           # short waits: signals get handled promptly
     for s in (hub, cdn):
         s.shutdown()
         s.server_close()

@@ -100,7 +100,15 @@ static int has_tmp(void)
 ** child outright, not run the test framework's handlers in a copy of the
 ** test: they are held across the fork and reset to their defaults first.
 */
+static pid_t spawn_ignoring(const char *delay_ms, int ignored);
+
 static pid_t spawn(const char *delay_ms)
+{
+    return spawn_ignoring(delay_ms, 0);
+}
+
+/* spawn, with signal `ignored` (0: none) ignored from the start, as nohup ignores SIGHUP. */
+static pid_t spawn_ignoring(const char *delay_ms, int ignored)
 {
     sigset_t hold, old;
     sigemptyset(&hold);
@@ -111,6 +119,8 @@ static pid_t spawn(const char *delay_ms)
     if (pid == 0) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        if (ignored)
+            signal(ignored, SIG_IGN);
         sigprocmask(SIG_SETMASK, &old, NULL);
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(126);
@@ -138,7 +148,8 @@ static void interrupt_while_writing(int sig)
     cr_assert_eq(kill(pid, sig), 0);
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == sig, "expected death by signal %d, status 0x%x", sig, status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 130, "expected exit 130 after signal %d, status 0x%x",
+              sig, status);
     char *after = tu_tree_hash(models);
     cr_assert_str_eq(after, before, "models/ changed after signal %d during the write", sig);
     cr_assert(!has_tmp(), "a temporary folder was left behind");
@@ -153,6 +164,25 @@ Test(atomic, sigint_while_writing_leaves_models_as_it_was)
 Test(atomic, sigterm_while_writing_leaves_models_as_it_was)
 {
     interrupt_while_writing(SIGTERM);
+}
+
+Test(atomic, a_sighup_ignored_from_the_start_stays_ignored_as_under_nohup)
+{
+    pid_t pid = spawn_ignoring("100", SIGHUP);
+    int seen = 0;
+    for (int i = 0; i < 2000 && !seen; i++) {
+        seen = has_tmp();
+        if (!seen)
+            usleep(10000);
+    }
+    cr_assert(seen, "gen-model never started writing");
+    cr_assert_eq(kill(pid, SIGHUP), 0);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status 0x%x", status);
+    char *after = tu_tree_hash(models);
+    cr_assert_str_eq(after, complete, "the run did not complete");
+    free(after);
 }
 
 Test(atomic, interrupts_at_random_times_never_leave_a_mixture)

@@ -377,6 +377,85 @@ Test(hub, the_cache_has_the_python_layout_and_a_second_run_works_offline)
     free(commit);
 }
 
+/* The one snapshot folder of repo's cache (flat: org--name), or NULL. */
+static char *snapshot_of(const char *flat)
+{
+    char cmd[9000], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -d '%s'/hub/models--%s/snapshots/*", hub.home, flat);
+    if (tu_run(cmd, &out, NULL) != 0) {
+        free(out);
+        return NULL;
+    }
+    out[strcspn(out, "\n")] = '\0';
+    return out;
+}
+
+Test(hub, header_copies_stay_out_of_the_shared_snapshot_in_the_assets_folder)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Meta-Llama-3-8B", &err), 0, "%s", err);
+    free(err);
+    char *snap = snapshot_of("meta-llama--Meta-Llama-3-8B"), cmd[9000], *ls = NULL;
+    cr_assert_not_null(snap);
+    /* the snapshot holds the repo's files and nothing of gen-model's own */
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", snap);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "config.json\nmodel.safetensors.index.json\n");
+    free(ls);
+    /* the headers sit where huggingface_hub lets a downstream tool keep its own files */
+    const char *commit = strrchr(snap, '/') + 1;
+    snprintf(cmd, sizeof cmd, "ls '%s/assets/gen-model/meta-llama--Meta-Llama-3-8B/headers/%s'", hub.home, commit);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "model-00001-of-00004.safetensors.head\nmodel-00002-of-00004.safetensors.head\n"
+                         "model-00003-of-00004.safetensors.head\nmodel-00004-of-00004.safetensors.head\n");
+    free(ls);
+    /* and a cache snapshot given as SOURCE finds them there, with no network */
+    char args[9000];
+    hub_stop();
+    snprintf(args, sizeof args, "'%s' --out '%s/again'", snap, hub.work);
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", args, NULL, &err), 0, "%s", err);
+    free(err);
+    char a[4500], b[4500];
+    snprintf(a, sizeof a, "%s/meta_llama_3_8b", hub.out);
+    snprintf(b, sizeof b, "%s/again/meta_llama_3_8b", hub.work);
+    assert_same_tree(a, b);
+    free(snap);
+}
+
+Test(hub, header_copies_an_earlier_version_left_in_a_snapshot_are_moved_out)
+{
+    hub_start(NULL);
+    char *err = NULL, cmd[16384], assets[4400];
+    snprintf(assets, sizeof assets, "%s/elsewhere", hub.work);
+    snprintf(cmd, sizeof cmd, "HF_ASSETS_CACHE='%s'", assets);
+    cr_assert_eq(scaffold(cmd, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    free(err);
+    char *snap = snapshot_of("Qwen--Qwen2-0.5B");
+    cr_assert_not_null(snap);
+    const char *commit = strrchr(snap, '/') + 1;
+    /* as earlier versions left it: snapshots/<commit>/model.safetensors.head -> ../../blobs/<sha256 of it> */
+    snprintf(cmd, sizeof cmd,
+             "set -e; h='%s/gen-model/Qwen--Qwen2-0.5B/headers/%s/model.safetensors.head'; test -f \"$h\"; "
+             "b=$(sha256sum \"$h\" | cut -c1-64); mv \"$h\" '%s/../../blobs/'$b; "
+             "ln -s ../../blobs/$b '%s/model.safetensors.head'; rm -r '%s'",
+             assets, commit, snap, snap, assets);
+    cr_assert_eq(system(cmd), 0);
+    hub_stop();
+    hub.port = 9;
+    snprintf(cmd, sizeof cmd, "HF_HUB_OFFLINE=1 HF_ASSETS_CACHE='%s'", assets);
+    cr_assert_eq(scaffold(cmd, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    free(err);
+    char *ls = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'; ls '%s/../../blobs' | wc -l; ls '%s/gen-model/Qwen--Qwen2-0.5B/headers/%s'",
+             snap, snap, assets, commit);
+    tu_run(cmd, &ls, NULL);
+    /* the snapshot holds config.json alone, its blob alone is left, and the header moved to the assets folder */
+    cr_assert_str_eq(ls, "config.json\n1\nmodel.safetensors.head\n");
+    free(ls);
+    free(snap);
+}
+
 Test(hub, offline_with_an_empty_cache_is_a_clear_error)
 {
     char *err = NULL, args[8900];
@@ -412,6 +491,8 @@ Test(hub, a_model_fetched_by_the_python_tools_is_used_without_network)
 
 /* ---------------------------------------------------------------------- */
 /* downloads */
+
+static void assert_golden_files(const char *dir, const char *id);
 
 static char *downloaded_dir(const char *out)
 {
@@ -479,25 +560,83 @@ Test(hub, an_interrupted_download_never_looks_complete_and_resumes_later)
     free(err);
 }
 
+/*
+** Download golden/mistral_untied, then leave its weights as a partial download: `make` (shell, with
+** $b the blob's path) writes $b.incomplete, and the blob and its snapshot link are removed.
+*/
+static void plant_partial(const char *make)
+{
+    char *out = NULL, *err = NULL, cmd[9000];
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
+             "b=blobs/${b##*/} && %s && rm -f $b snapshots/*/model.safetensors", hub.home, make);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* Is a .incomplete left among golden/mistral_untied's blobs? */
+static int partial_left(void)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
+    return system(cmd) == 0;
+}
+
 Test(hub, a_corrupt_partial_download_fails_the_checksum_and_is_removed)
 {
     hub_start(NULL);
     char *out = NULL, *err = NULL;
-    /* learn the blob name, then plant a wrong partial file under it */
-    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
-    free(out);
-    free(err);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd,
-             "cd '%s/hub/models--golden--mistral_untied' && b=$(readlink snapshots/*/model.safetensors) && "
-             "b=blobs/${b##*/} && head -c 1000 /dev/zero > $b.incomplete && rm $b snapshots/*/model.safetensors",
-             hub.home);
-    cr_assert_eq(system(cmd), 0);
+    plant_partial("head -c 1000 /dev/zero > $b.incomplete");
     cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 5);
     cr_assert(strstr(err, "does not match the Hub's X-Linked-Etag"), "%s", err);
-    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--mistral_untied/blobs' | grep -q incomplete", hub.home);
-    cr_assert_neq(system(cmd), 0, "the corrupt partial file was kept");
+    cr_assert(!partial_left(), "the corrupt partial file was kept");
     free(out);
+    free(err);
+}
+
+Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL;
+    /* as a run killed after its last byte and before its rename leaves it (gen-model's or huggingface_hub's) */
+    plant_partial("mv $b $b.incomplete");
+    hub_stop();
+    hub_start(NULL);
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 0, "%s", err);
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"method\": \"GET\""), 0, "the complete file was fetched again");
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "mistral_untied");
+    cr_assert(!partial_left(), "the .incomplete was left");
+    free(dir);
+    free(out);
+    free(err);
+}
+
+Test(hub, a_cache_of_plain_files_serves_offline_downloads_and_scaffolds)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/llama_untied_sharded", &out, &err), 0, "%s", err);
+    free(out);
+    free(err);
+    hub_stop();
+    /* a cache on a file system without symlinks, or copied with cp -rL: each snapshot file is the file itself */
+    char cmd[9000], plain[4400];
+    snprintf(plain, sizeof plain, "%s/plain", hub.work);
+    snprintf(cmd, sizeof cmd, "cp -rL '%s' '%s' && test ! -L \"$(ls -d '%s'/hub/models--golden--llama_untied_sharded/"
+             "snapshots/*)/model-00001-of-00003.safetensors\"", hub.home, plain, plain);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(hub.home, sizeof hub.home, "%s", plain);
+    hub.port = 9; /* nothing listens there, and nothing may be asked */
+    cr_assert_eq(gm("HF_HUB_OFFLINE=1", "download golden/llama_untied_sharded", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "llama_untied_sharded");
+    free(dir);
+    free(out);
+    free(err);
+    cr_assert_eq(scaffold("HF_HUB_OFFLINE=1", "golden/llama_untied_sharded", &err), 0, "%s", err);
     free(err);
 }
 
@@ -650,15 +789,19 @@ Test(hub, many_scaffolds_into_one_folder_leave_the_one_complete_model)
         snprintf(a, sizeof a, "%s/qwen2_0_5b", ref);
         snprintf(b, sizeof b, "%s/qwen2_0_5b", hub.out);
         assert_same_tree(a, b);
+        /* nothing beside it: no temporary folder, no lock file */
         char cmd[9000], *left = NULL;
-        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c tmp", hub.out);
+        snprintf(cmd, sizeof cmd, "ls -A '%s'", hub.out);
         tu_run(cmd, &left, NULL);
-        cr_assert_eq(atoi(left), 0, "a temporary folder is left in %s", hub.out);
+        cr_assert_str_eq(left, "qwen2_0_5b\n", "round %d: %s holds more than the model", round, hub.out);
         free(left);
     }
 }
 
-/* A python3 holding fcntl.flock on path for `seconds`, as huggingface_hub's filelock does; returns its pid. */
+/*
+** A python3 holding fcntl.flock on path (a file, or a folder opened read-only)
+** for `seconds`, as huggingface_hub's filelock does; returns its pid.
+*/
 static pid_t python_holds(const char *path, double seconds)
 {
     char ready[4400], secs[32];
@@ -671,7 +814,7 @@ static pid_t python_holds(const char *path, double seconds)
         execlp("python3", "python3", "-c",
                "import fcntl, os, sys, time\n"
                "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
-               "f = open(sys.argv[1], 'w')\n"
+               "f = os.open(sys.argv[1], os.O_RDONLY) if os.path.isdir(sys.argv[1]) else open(sys.argv[1], 'w')\n"
                "fcntl.flock(f, fcntl.LOCK_EX)\n"
                "open(sys.argv[2], 'w').close()\n"
                "time.sleep(float(sys.argv[3]))\n",
@@ -718,6 +861,31 @@ Test(hub, a_blob_locked_by_python_is_waited_for_then_a_bound_gives_up_in_one_lin
     const char *report = strstr(err, " bytes in ");
     cr_assert_eq(tu_lines(err) - (report != NULL), 1, "one line, not:\n%s", err);
     free(out);
+    free(err);
+}
+
+Test(hub, a_scaffold_waits_while_another_process_holds_the_out_folder)
+{
+    hub_start(NULL);
+    char *err = NULL;
+    mkdir(hub.out, 0755);
+    /* the lock of models/<id>/ is a flock on models/ itself (phase0's records take it too) */
+    pid_t py = python_holds(hub.out, 30.0);
+    cr_assert_eq(scaffold("GM_LOCK_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 4, "%s", err);
+    cr_assert(strstr(err, "still locked") && strstr(err, hub.out) && strstr(err, "qwen2_0_5b/"), "%s", err);
+    kill(py, SIGKILL);
+    waitpid(py, NULL, 0);
+    free(err);
+    char cmd[9000], *ls = NULL;
+    snprintf(cmd, sizeof cmd, "ls -A '%s'", hub.out);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "", "written while the folder was locked: %s", ls);
+    free(ls);
+    /* its holder gone, the lock is free: no stale lock, and no lock file beside the model */
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 0, "%s", err);
+    tu_run(cmd, &ls, NULL);
+    cr_assert_str_eq(ls, "qwen2_0_5b\n");
+    free(ls);
     free(err);
 }
 

@@ -519,6 +519,46 @@ Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)
     free(work);
 }
 
+Test(phase0, records_and_scaffolds_of_one_model_at_once_serialize_and_leave_only_the_model)
+{
+    /* the record's lock is gen-model's: a scaffold never swaps in a copy of progress.md read before a record */
+    const char *id = "qwen2_tied";
+    char *work = tu_tmpdir(), models[4400], cmd[20000], path[4500];
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/golden/%s' --out '%s' >/dev/null", GM_GEN_MODEL, GM_SHARED_DIR, id, models);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/%s/docs/development_progress/progress.md", models, id);
+    char *fresh = tu_read(path, NULL);
+    char *toks = tg_tokens_arg(id);
+    for (int round = 0; round < 5; round++) {
+        tu_write(path, fresh, strlen(fresh));
+        snprintf(cmd, sizeof cmd,
+                 "(cd '%s' || exit 1; ( '%s' %s --weights '%s/golden/%s' %s --models '%s' > p.out 2>&1; echo $? > p.rc ) & "
+                 "for i in 1 2; do ( '%s' '%s/golden/%s' --out '%s' > g$i.out 2>&1; echo $? > g$i.rc ) & done; "
+                 "wait; cat p.rc g1.rc g2.rc | tr -d '\\n')",
+                 work, GM_PHASE0, id, GM_SHARED_DIR, id, toks, models, GM_GEN_MODEL, GM_SHARED_DIR, id, models);
+        char *rcs = NULL;
+        cr_assert_eq(tu_run(cmd, &rcs, NULL), 0);
+        cr_assert_str_eq(rcs, "000", "round %d: exit statuses %s", round, rcs);
+        free(rcs);
+        char *progress = tu_read(path, NULL);
+        const char *first = strstr(progress, "## Phase 0: PASS");
+        cr_assert(first && !strstr(first + 1, "## Phase 0:"), "round %d: the record was lost or doubled:\n%s", round,
+                  progress);
+        free(progress);
+        char *ls = NULL;
+        snprintf(cmd, sizeof cmd, "ls -A '%s'", models);
+        tu_run(cmd, &ls, NULL);
+        cr_assert_str_eq(ls, "qwen2_tied\n", "round %d: %s holds more than the model", round, models);
+        free(ls);
+    }
+    free(toks);
+    free(fresh);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    cr_assert_eq(system(cmd), 0);
+    free(work);
+}
+
 Test(phase0, version_and_a_bad_option_are_one_line_each)
 {
     char cmd[4200], *out = NULL, *err = NULL;

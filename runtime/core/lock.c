@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,43 @@
 
 #include "gm/io.h"
 
+static volatile sig_atomic_t caught;
+
+static void on_interrupt(int sig)
+{
+    caught = sig;
+}
+
+void gm_catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt; /* no SA_RESTART: a blocking call returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction was;
+        /* one ignored when we started stays ignored: nohup's SIGHUP, a shell's background SIGINT */
+        if (sigaction(sigs[i], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+int gm_interrupted(void)
+{
+    return caught;
+}
+
 int gm_lock_timeout(void)
 {
     const char *s = getenv("GM_LOCK_TIMEOUT");
     if (s == NULL || *s == '\0')
-        return GM_LOCK_TIMEOUT_DEFAULT;
+        return -1;
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno != 0 || *end != '\0' || v < 0 || v > 86400 * 365)
-        return GM_LOCK_TIMEOUT_DEFAULT;
+        return -1;
     return (int)v;
 }
 
@@ -33,14 +61,70 @@ static double seconds(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The size of the watched file, -1 when there is none. */
-static long long size_of(const char *path)
+/* How far the holder has got, from the size of the file it writes: "; it has 3.1 of 9.8 MB so far". */
+static void progress(const char *watch, uint64_t total, char *out, size_t size)
 {
     struct stat sb;
-    return path && stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+    out[0] = '\0';
+    if (!watch || stat(watch, &sb) != 0)
+        return;
+    if (total)
+        snprintf(out, size, "; it has written %.1f of %.1f MB so far", (double)sb.st_size / 1e6, (double)total / 1e6);
+    else
+        snprintf(out, size, "; it has written %.1f MB so far", (double)sb.st_size / 1e6);
 }
 
-int gm_lock(const char *path, const char *what, const char *watch, gm_status *st)
+/* Wait for an exclusive flock on fd (open on path); the fd, or -1 with st set (fd closed). */
+static int wait_lock(int fd, const char *path, const char *what, const char *watch, uint64_t total, gm_status *st)
+{
+    const int timeout = gm_lock_timeout(), tty = isatty(STDERR_FILENO);
+    const double start = seconds();
+    double told = 0; /* when the last line was drawn; 0: none yet */
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            if (told && tty)
+                fputc('\n', stderr);
+            return fd;
+        }
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            gm_fail(st, GM_EIO, "%s: cannot lock: %s", path, strerror(errno));
+            break;
+        }
+        if (caught) {
+            if (told && tty)
+                fputc('\n', stderr);
+            gm_fail(st, GM_EIO, "interrupted while waiting for %s (%s is locked by another process); nothing was "
+                    "changed", what, path);
+            break;
+        }
+        const double now = seconds(), waited = now - start;
+        if (timeout >= 0 && waited >= timeout) {
+            if (told && tty)
+                fputc('\n', stderr);
+            gm_fail(st, GM_EIO, "%s: still locked by another process after %d s (%s); wait for it to finish, or "
+                    "raise or unset GM_LOCK_TIMEOUT", path, timeout, what);
+            break;
+        }
+        if (waited >= GM_LOCK_NOTICE_AFTER && (!told || now - told >= (tty ? 1.0 : 30.0))) {
+            char far[128], bound[96];
+            progress(watch, total, far, sizeof far);
+            if (timeout >= 0)
+                snprintf(bound, sizeof bound, "giving up after %d s, GM_LOCK_TIMEOUT", timeout);
+            else
+                snprintf(bound, sizeof bound, "waiting while it is held; GM_LOCK_TIMEOUT sets a bound");
+            fprintf(stderr, "%s%s: waiting for %s: %s is locked by another process%s (%.0f s; %s)%s",
+                    tty ? "\r" : "", program_invocation_short_name, what, path, far, waited, bound,
+                    tty ? "\033[K" : "\n");
+            fflush(stderr);
+            told = now;
+        }
+        usleep(20 * 1000);
+    }
+    close(fd);
+    return -1;
+}
+
+int gm_lock(const char *path, const char *what, const char *watch, uint64_t total, gm_status *st)
 {
     char dir[4096];
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
@@ -54,38 +138,7 @@ int gm_lock(const char *path, const char *what, const char *watch, gm_status *st
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return gm_fail(st, GM_EIO, "%s: cannot open the lock file: %s", path, strerror(errno)), -1;
-    const int timeout = gm_lock_timeout();
-    const double start = seconds();
-    double since = start; /* the last sign of the holder's work */
-    long long size = size_of(watch);
-    int told = 0;
-    for (;;) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-            return fd;
-        if (errno != EWOULDBLOCK && errno != EINTR) {
-            gm_fail(st, GM_EIO, "%s: cannot lock: %s", path, strerror(errno));
-            break;
-        }
-        const double now = seconds(), waited = now - start;
-        const long long grown = size_of(watch);
-        if (grown != size) {
-            size = grown;
-            since = now;
-        }
-        if (now - since >= timeout) {
-            gm_fail(st, GM_EIO, "%s: still locked by another process after %d s with no sign of progress (%s); wait for it to finish, or "
-                    "raise GM_LOCK_TIMEOUT", path, timeout, what);
-            break;
-        }
-        if (!told && waited >= GM_LOCK_NOTICE_AFTER) {
-            fprintf(stderr, "%s: waiting for %s: %s is locked by another process (giving up after %d s, "
-                    "GM_LOCK_TIMEOUT)\n", program_invocation_short_name, what, path, timeout);
-            told = 1;
-        }
-        usleep(20 * 1000);
-    }
-    close(fd);
-    return -1;
+    return wait_lock(fd, path, what, watch, total, st);
 }
 
 void gm_unlock(int fd)
@@ -96,16 +149,21 @@ void gm_unlock(int fd)
 
 int gm_lock_folder(const char *dir, gm_status *st)
 {
-    char path[4096], what[4096 + 16];
+    char parent[4096], what[4096 + 16];
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/')
         n--;
     const char *name = dir + n;
     while (name > dir && name[-1] != '/')
         name--;
-    const int parent = name > dir ? (int)(name - dir) : 0;
-    if (snprintf(path, sizeof path, "%.*s.%.*s.lock", parent, dir, (int)(dir + n - name), name) >= (int)sizeof path)
+    if (name == dir)
+        snprintf(parent, sizeof parent, ".");
+    else if (snprintf(parent, sizeof parent, "%.*s", name - dir > 1 ? (int)(name - dir - 1) : 1, dir) >=
+             (int)sizeof parent)
         return gm_fail(st, GM_EIO, "%s: path too long", dir), -1;
     snprintf(what, sizeof what, "%.*s/", (int)n, dir);
-    return gm_lock(path, what, NULL, st);
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return gm_fail(st, GM_EIO, "%s: cannot open the folder to lock %s: %s", parent, what, strerror(errno)), -1;
+    return wait_lock(fd, parent, what, NULL, 0, st);
 }

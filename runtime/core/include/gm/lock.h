@@ -6,35 +6,54 @@
 #ifndef GM_LOCK_H
 #define GM_LOCK_H
 
+#include <stdint.h>
+
 #include "gm/status.h"
 
-/* How long a lock is waited for, in seconds, unless GM_LOCK_TIMEOUT says otherwise. */
-enum { GM_LOCK_TIMEOUT_DEFAULT = 600, GM_LOCK_NOTICE_AFTER = 3 };
+/* After this many seconds of waiting, one line on stderr says what is waited on. */
+enum { GM_LOCK_NOTICE_AFTER = 3 };
 
 /*
 ** Take an exclusive lock on path (created, with its folders, when missing).
-** While another process holds it, wait: after GM_LOCK_NOTICE_AFTER seconds
-** one line on stderr says what is waited on (what: "the blob ...", "models/x/");
-** after GM_LOCK_TIMEOUT seconds (default GM_LOCK_TIMEOUT_DEFAULT; 0: fail at
-** once) fail with GM_EIO and one line. watch (NULL: none) is a file whose
-** growth shows that the holder is at work, a download's <blob>.incomplete:
-** the bound then counts from its last growth, so that a long download is
-** waited for to its end. Returns the lock's descriptor (>= 0),
-** or -1 with st set. The lock lasts until gm_unlock or the process ends,
-** however it ends: a killed holder leaves no stale lock.
+** A held flock is a live holder (the kernel releases it when its holder dies,
+** however it dies), so the wait lasts while it is held: after
+** GM_LOCK_NOTICE_AFTER seconds one line on stderr says what is waited on
+** (what: "the blob ...", "models/x/") and how far the holder has got, when
+** watch (NULL: none) names the file it writes (a download's
+** <blob>.incomplete, total bytes when whole; 0: unknown); the line is redrawn
+** in place on a terminal and repeated every 30 s on a pipe. Only when the
+** user sets GM_LOCK_TIMEOUT does a bound apply: after that many seconds (0:
+** at once) the wait fails with GM_EIO and one line. An interrupt caught by
+** gm_catch_interrupts ends the wait too. Returns the lock's descriptor
+** (>= 0), or -1 with st set. The lock lasts until gm_unlock or the process
+** ends, however it ends: a killed holder leaves no stale lock.
 */
-int gm_lock(const char *path, const char *what, const char *watch, gm_status *st);
+int gm_lock(const char *path, const char *what, const char *watch, uint64_t total, gm_status *st);
 
 /*
-** The lock of a folder that is replaced whole or edited in place (models/<id>/):
-** gm_lock on its sibling .<name>.lock, which outlives any swap of the folder.
+** The lock of a folder that is replaced whole or edited in place
+** (models/<id>/): flock on the folder that holds it (models/), opened
+** read-only. That folder exists before the first scaffold and is never
+** replaced, so the lock outlives every swap of models/<id>/ and leaves no
+** file behind; one lock per --out folder, held for the milliseconds a
+** scaffold writes or phase0 records. Waits as gm_lock does.
 */
 int gm_lock_folder(const char *dir, gm_status *st);
 
 /* Release a lock from gm_lock (fd < 0: nothing). The lock file stays, as filelock leaves it. */
 void gm_unlock(int fd);
 
-/* The bound gm_lock waits for: GM_LOCK_TIMEOUT when it is a whole number of seconds, else the default. */
+/* The bound gm_lock waits for: GM_LOCK_TIMEOUT when it is a whole number of seconds, else -1 (none). */
 int gm_lock_timeout(void);
+
+/*
+** SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process (no
+** SA_RESTART), so that a long step (a transfer, a lock wait) can stop,
+** leave what the next run resumes, release its locks and say so. A signal
+** ignored when the program started (nohup's SIGHUP) stays ignored.
+** gm_interrupted() is the signal that arrived, or 0 (also when never caught).
+*/
+void gm_catch_interrupts(void);
+int gm_interrupted(void);
 
 #endif

@@ -106,23 +106,29 @@ static inline float tile_bf16(const uint8_t *row, int i)
     return tile_daz(gm_bf16_to_f32(v));
 }
 
+/* (A's and B's values widened, with DAZ, once an instruction rather than once a product) */
 static inline void TILE_DP(int c, int a, int b)
 {
     const int M = tm.cfg.rows[c], N = tm.cfg.colsb[c] / 4, K = tm.cfg.colsb[a] / 4;
-    for (int m = 0; m < M; m++) {
-        const uint8_t *ar = tm.t[a] + m * 64;
+    float av[16][32], bv[16][32]; /* av[m][2k + i], bv[n][2k + i]: pair k's i-th value of A's row m, of B's column n */
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < 2 * K; k++)
+            av[m][k] = tile_bf16(tm.t[a] + m * 64, k);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < 2; i++)
+                bv[n][2 * k + i] = tile_bf16(tm.t[b] + k * 64, 2 * n + i);
+    for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             float even = 0.0f, odd = 0.0f, y;
             for (int k = 0; k < K; k++) {
-                const uint8_t *br = tm.t[b] + k * 64;
-                even = tile_ftz(fmaf(tile_bf16(ar, 2 * k), tile_bf16(br, 2 * n), even));
-                odd = tile_ftz(fmaf(tile_bf16(ar, 2 * k + 1), tile_bf16(br, 2 * n + 1), odd));
+                even = tile_ftz(fmaf(av[m][2 * k], bv[n][2 * k], even));
+                odd = tile_ftz(fmaf(av[m][2 * k + 1], bv[n][2 * k + 1], odd));
             }
             memcpy(&y, tm.t[c] + m * 64 + 4 * n, 4);
             y = tile_ftz(tile_daz(y) + tile_ftz(even + odd));
             memcpy(tm.t[c] + m * 64 + 4 * n, &y, 4);
         }
-    }
 }
 
 #endif

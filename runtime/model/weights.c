@@ -61,7 +61,7 @@ typedef struct plan {
 
 enum {
     PIECE_BYTES = 8u << 20, /* the rows one task loads */
-    BLOCK_ROWS = 256        /* the rows read at a time into a buffer to be transposed or converted */
+    BLOCK_ROWS = 256        /* the rows converted or transposed at a time */
 };
 
 /* A tensor's columns: its second dimension, or 1 for a vector. */
@@ -162,59 +162,40 @@ static int place(plan *p, gm_arena *arena, gm_status *st)
     return 0;
 }
 
-/* `bytes` of the item, from byte `at` of piece k's first row on, into buf: 0, or the failure in errors[k]. */
-static int read_rows(const plan *p, size_t k, uint8_t *buf, size_t at, size_t bytes)
-{
-    const piece *pc = &p->pieces[k];
-    const st_source *src = &pc->it->src;
-    for (size_t got = 0; got < bytes;) {
-        const ssize_t n = pread(src->fd, buf + got, bytes - got,
-                                (off_t)(src->offset + pc->r0 * row_bytes(pc->it) + at + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed: %s", src->path, pc->it->t->name,
-                           n < 0 ? strerror(errno) : "unexpected end of file");
-        got += (size_t)n;
-    }
-    return 0;
-}
-
 /*
-** A piece used in place: its pages of the mapping read in and mapped now
-** (MADV_POPULATE_READ, or one read a page where the kernel lacks it), so
-** that no product meets a page fault; a read error is the load's.
+** Piece k's pages of the mapping read in and mapped now (MADV_POPULATE_READ,
+** or one read a page where the kernel lacks it), so that no product meets
+** a page fault and a read error is the load's, in errors[k], not a signal.
 */
-static void populate_piece(const plan *p, size_t k)
+static int populate_piece(const plan *p, size_t k)
 {
     const piece *pc = &p->pieces[k];
     const size_t page = (size_t)sysconf(_SC_PAGESIZE), rb = row_bytes(pc->it);
     const uintptr_t from = ((uintptr_t)pc->it->data + pc->r0 * rb) / page * page;
     const uintptr_t to = (uintptr_t)pc->it->data + pc->r1 * rb;
     if (to <= from)
-        return;
+        return 0;
 #ifdef MADV_POPULATE_READ
     if (madvise((void *)from, to - from, MADV_POPULATE_READ) == 0)
-        return;
-    if (errno != EINVAL) {
-        gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed: %s", pc->it->src.path, pc->it->t->name,
-                strerror(errno));
-        return;
-    }
+        return 0;
+    if (errno != EINVAL)
+        return gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed: %s", pc->it->src.path, pc->it->t->name,
+                       strerror(errno));
 #endif
     volatile uint8_t sink = 0;
     for (uintptr_t a = from; a < to; a += page)
         sink ^= *(const volatile uint8_t *)a;
     (void)sink;
+    return 0;
 }
 
 /*
-** Task k: piece k's rows into place. Used in place: its pages populated.
-** bf16 kept as is but copied: read straight into the arena. Transposed or
-** converted: read BLOCK_ROWS rows at a time into a buffer (768 KB for the
-** 3 KB rows of most projections, in cache), and from there into the arena.
-** Reading these rather than going through the mapping spares the page
-** tables of their 4 KB pages, and none of their pages stays resident.
+** Task k: piece k's rows into place, from the file's mapping, its pages
+** read in first. Used in place: nothing more. Copied (bf16 at an odd
+** offset) or converted or transposed: BLOCK_ROWS rows at a time into the
+** arena; then the piece's pages are let go (MADV_DONTNEED: the page cache
+** keeps them), so that the process holds the arena and what is used in
+** place, and no second copy of the file.
 */
 static void load_piece(void *ctx, int k)
 {
@@ -222,31 +203,23 @@ static void load_piece(void *ctx, int k)
     const piece *pc = &p->pieces[k];
     const item *it = pc->it;
     const size_t rows = (size_t)it->t->shape[0], cols = cols_of(it->t), rb = row_bytes(it);
+    if (populate_piece(p, (size_t)k) || it->in_place)
+        return;
     gm_bf16 *dst = dst_of(p, it);
-    if (it->in_place) {
-        populate_piece(p, (size_t)k);
-        return;
-    }
+    const uint8_t *src = (const uint8_t *)it->data + pc->r0 * rb;
     if (read_straight(it)) {
-        read_rows(p, (size_t)k, (uint8_t *)(dst + pc->r0 * cols), 0, (pc->r1 - pc->r0) * rb);
-        return;
+        memcpy(dst + pc->r0 * cols, src, (pc->r1 - pc->r0) * rb);
+    } else {
+        for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
+            const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
+            gm_convert_rows(dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->transpose);
+        }
     }
-    const size_t block = pc->r1 - pc->r0 < BLOCK_ROWS ? pc->r1 - pc->r0 : BLOCK_ROWS;
-    if (block == 0 || rb == 0)
-        return;
-    uint8_t *buf = malloc(block * rb);
-    if (!buf) {
-        gm_fail(&p->errors[k], GM_ENOMEM, "%s: tensor '%s': out of memory for a buffer of %zu bytes", it->src.path,
-                it->t->name, block * rb);
-        return;
-    }
-    for (size_t r = pc->r0; r < pc->r1; r += block) {
-        const size_t n = pc->r1 - r < block ? pc->r1 - r : block;
-        if (read_rows(p, (size_t)k, buf, (r - pc->r0) * rb, n * rb))
-            break;
-        gm_convert_rows(dst, buf, it->type, rows, cols, r, r + n, it->transpose);
-    }
-    free(buf);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t from = ((uintptr_t)src + page - 1) / page * page; /* whole pages of this piece only */
+    const uintptr_t to = ((uintptr_t)src + (pc->r1 - pc->r0) * rb) / page * page;
+    if (to > from)
+        madvise((void *)from, to - from, MADV_DONTNEED);
 }
 
 /*

@@ -12,8 +12,10 @@
 ** safetensors pads the header to 8 bytes and tensors follow each other, so
 ** it always does; one that does not is copied.) The rest, converted from
 ** F16 or F32 or transposed, lands in one arena: a single anonymous mapping,
-** asking for huge pages, filled by all threads with pread from the files,
-** converted and transposed by the kernels' load-time routines.
+** asking for huge pages, filled by all threads from the mappings by the
+** kernels' load-time routines, each piece's file pages let go once it is
+** placed (the page cache keeps them), so that the process never holds the
+** file twice.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H

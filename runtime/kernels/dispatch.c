@@ -372,12 +372,10 @@ static void nk_pack_block(void *ctx, int i)
 */
 static int nk_rows(const mm_job *j, int N, int threads)
 {
-    const int unit = j->step == 2 ? 16 : 32;
-    int rows = (N + threads - 1) / threads;
-    if (j->T > 32) {
-        const int fit = GM_NK_BLOCK / (2 * j->step * gm_nk_kc(j->K));
-        rows = fit < rows ? fit : rows;
-    }
+    const int unit = j->step == 2 ? 16 : 32, fit = GM_NK_BLOCK / (2 * j->step * gm_nk_kc(j->K));
+    int parts = j->T > 32 ? (N + fit - 1) / fit : 1;
+    parts = (parts + threads - 1) / threads * threads; /* as many for each thread */
+    const int rows = (N + parts - 1) / parts;
     return rows < unit ? unit : (rows + unit - 1) / unit * unit;
 }
 

@@ -26,6 +26,10 @@
 ** passes over it. A finished C tile is turned back to Y's (token, output)
 ** order and finished at once by the epilogue (bias, rounding, SwiGLU, the
 ** residual add) while it is in cache.
+**
+** Attention's two products run on tiles too (below), so that on this tier
+** every product of bf16 values sums in TDPBF16PS's order, the same for a
+** decode step as for a prefill.
 */
 #ifdef GM_TILE_MODEL
 #pragma GCC target("avx2,fma")

@@ -21,6 +21,16 @@
 /* ---------------------------------------------------------------------- */
 /* the rules, by hand */
 
+/* The token gate on rows of 5: the walk, then its verdict; *d the divergence. */
+static vf_verdict gate(const int32_t *ref, const int32_t *ref_top, const int32_t *cand, const int32_t *cand_top,
+                       int steps, int *d, char *why, size_t size)
+{
+    vf_walk w;
+    vf_walk_tokens(ref, ref_top, cand, cand_top, steps, 5, &w);
+    *d = w.diverge;
+    return vf_token_verdict(&w, why, size);
+}
+
 Test(verify_rules, top_k_orders_by_logit_then_the_smaller_id)
 {
     const float lg[] = {1, 5, 3, 5, 2, NAN, 5, 0};
@@ -45,11 +55,11 @@ Test(verify_rules, a_tie_at_the_top_k_boundary_keeps_the_smaller_id_in)
     const int32_t cand_top[5] = {9, 0, 1, 2, 3};
     int d;
     char why[512];
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_nine, cand_top, 1, 5, 5, &d, why, sizeof why), VF_FAIL, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_nine, cand_top, 1, &d, why, sizeof why), VF_FAIL, "%s", why);
     /* the rule asks nothing of the candidate's own choice in its own top-5 */
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_four, cand_top, 1, &d, why, sizeof why), VF_OK, "%s", why);
     const int32_t cand_top4[5] = {4, 0, 1, 2, 3};
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top4, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_four, cand_top4, 1, &d, why, sizeof why), VF_OK, "%s", why);
 }
 
 /* The gate, one rule at a time: 3 steps, top-5 rows. */
@@ -84,11 +94,34 @@ Test(verify_rules, the_token_gate_case_by_case)
         const gate_case *c = &gate_cases[i];
         int d = -2;
         char why[512];
-        vf_verdict v = vf_token_gate(c->ref, &c->ref_top[0][0], c->cand, c->cand_has_top ? &c->cand_top[0][0] : NULL,
-                                     3, 5, 5, &d, why, sizeof why);
+        vf_verdict v = gate(c->ref, &c->ref_top[0][0], c->cand, c->cand_has_top ? &c->cand_top[0][0] : NULL, 3, &d,
+                            why, sizeof why);
         cr_expect_eq(v, c->want, "case %zu: %d, expected %d (%s)", i, v, c->want, why);
         cr_expect_eq(d, c->diverge, "case %zu: divergence at %d, expected %d", i, d, c->diverge);
         cr_expect(why[0] && !strchr(why, '\n'), "case %zu: one line", i);
+    }
+}
+
+Test(verify_rules, every_rule_of_the_table_is_judged_and_one_fail_fails_the_prompt)
+{
+    /* a prompt whose tokens all agree and whose layer 0 is far off */
+    int32_t ids[3] = {1, 2, 3};
+    vf_layer l0 = {.name = "layer 0", .cos_whole = 0.5, .cos_min = 0.4};
+    vf_prompt p = {.head_dim = 64, .n_steps = 3, .ref_ids = ids, .cand_ids = ids, .n_layers = 1, .layers = &l0};
+    p.threshold = vf_threshold(64);
+    vf_walk_tokens(ids, (int32_t[15]){0}, ids, NULL, 3, 5, &p.walk);
+    cr_assert_eq(vf_judge(&p), VF_FAIL);
+    cr_expect_eq(p.rule[VF_RULE_TOKENS].verdict, VF_OK, "%s", p.rule[VF_RULE_TOKENS].why);
+    cr_expect_eq(p.rule[VF_RULE_BLOCK].verdict, VF_FAIL, "%s", p.rule[VF_RULE_BLOCK].why);
+    cr_expect(strstr(p.rule[VF_RULE_BLOCK].why, "whole-tensor cosine 0.500000 < 0.99"), "%s", p.rule[VF_RULE_BLOCK].why);
+    /* without layers and without the candidate's ids nothing fails: each rule says it was not checked */
+    vf_prompt q = {.head_dim = 64};
+    cr_assert_eq(vf_judge(&q), VF_OK);
+    for (int k = 0; k < VF_N_RULES; k++) {
+        cr_expect_eq(q.rule[k].verdict, VF_UNCHECKED, "%s", vf_rules[k].key);
+        cr_expect(strncmp(q.rule[k].why, "not checked", 11) == 0, "%s: %s", vf_rules[k].key, q.rule[k].why);
+        for (int j = 0; j < k; j++)
+            cr_expect_str_neq(vf_rules[k].key, vf_rules[j].key, "each rule has its own key");
     }
 }
 

@@ -60,16 +60,16 @@ static void build(void)
     p->cand_ids = ids0;
     p->ref_text = "the same text";
     p->cand_text = "the same text";
-    p->diverge = -1;
-    p->gate = VF_OK;
-    snprintf(p->gate_why, sizeof p->gate_why, "all %d steps agree", STEPS);
+    p->walk.diverge = -1;
+    p->rule[VF_RULE_TOKENS].verdict = VF_OK;
+    snprintf(p->rule[VF_RULE_TOKENS].why, sizeof p->rule[0].why, "all %d steps agree", STEPS);
     p->T = T;
     p->n_layers = ROWS;
     p->layers = layers;
     p->first_low = 2;
     p->threshold = 0.99;
-    p->block = VF_OK;
-    snprintf(p->block_why, sizeof p->block_why, "layer 0 min cosine 0.9995 >= 0.99");
+    p->rule[VF_RULE_BLOCK].verdict = VF_OK;
+    snprintf(p->rule[VF_RULE_BLOCK].why, sizeof p->rule[0].why, "layer 0 min cosine 0.9995 >= 0.99");
     snprintf(p->checked, sizeof p->checked, "tokens, layers");
     snprintf(p->unchecked, sizeof p->unchecked, "candidate top-k");
     for (int r = 0; r < ROWS; r++) {
@@ -106,13 +106,13 @@ static void build(void)
     p->cand_ids = ids1_cand;
     p->ref_text = "abc \xc3\xa9 x";
     p->cand_text = "abc \xc3\xa9 y<b>\x01\x7f\xff";
-    p->diverge = DIVERGE;
-    p->gate = VF_FAIL;
-    snprintf(p->gate_why, sizeof p->gate_why, "step 5: </span><script>x</script> not in the top-5");
+    p->walk.diverge = DIVERGE;
+    p->rule[VF_RULE_TOKENS].verdict = VF_FAIL;
+    snprintf(p->rule[VF_RULE_TOKENS].why, sizeof p->rule[0].why, "step 5: </span><script>x</script> not in the top-5");
     p->first_low = -1;
     p->threshold = 0.99;
-    p->block = VF_UNCHECKED;
-    snprintf(p->block_why, sizeof p->block_why, "no layers in the candidate");
+    p->rule[VF_RULE_BLOCK].verdict = VF_UNCHECKED;
+    snprintf(p->rule[VF_RULE_BLOCK].why, sizeof p->rule[0].why, "no layers in the candidate");
     snprintf(p->checked, sizeof p->checked, "tokens");
     snprintf(p->unchecked, sizeof p->unchecked, "layers & top-k");
 }
@@ -213,10 +213,10 @@ Test(verify_html, verdicts)
 {
     cr_expect_eq(count("<p class=\"overall\"><span class=\"verdict fail\">FAIL</span>"), 1);
     char *s0 = section("prompt-p000"), *s1 = section("prompt-p001_i_");
-    cr_expect_not_null(strstr(s0, "<p class=\"gate\"><span class=\"verdict ok\">OK</span>"));
-    cr_expect_not_null(strstr(s0, "<p class=\"block\"><span class=\"verdict ok\">OK</span>"));
-    cr_expect_not_null(strstr(s1, "<p class=\"gate\"><span class=\"verdict fail\">FAIL</span>"));
-    cr_expect_not_null(strstr(s1, "<p class=\"block\"><span class=\"verdict unchecked\">not checked</span>"));
+    cr_expect_not_null(strstr(s0, "<p class=\"rule token_gate\"><span class=\"verdict ok\">OK</span>"));
+    cr_expect_not_null(strstr(s0, "<p class=\"rule block_gate\"><span class=\"verdict ok\">OK</span>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"rule token_gate\"><span class=\"verdict fail\">FAIL</span>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"rule block_gate\"><span class=\"verdict unchecked\">not checked</span>"));
     cr_expect_not_null(strstr(s1, "<p class=\"not-checked\"><b>not checked:</b> layers &amp; top-k</p>"));
     /* the summary: one row per prompt, linking to its section */
     cr_expect_eq(count("<tr class=\"summary-row\">"), 2);

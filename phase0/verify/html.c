@@ -13,15 +13,15 @@
 **
 ** The markup is a contract that tests and scripts reading the page rely on:
 **   <p class="overall"><span class="verdict ok|fail|unchecked">   the report's verdict
-**   <table class="summary"> with one <tr class="summary-row"> per prompt
+**   <table class="summary"> with one <tr class="summary-row"> per prompt, a column per rule
 **   <section class="prompt" id="prompt-NAME">   NAME: the prompt's name, bytes outside [A-Za-z0-9_.-] as '_'
 **     <pre class="prompt-text">                  the prompt's text (a <p class="prompt-text none"> without one)
-**     <p class="gate"><span class="verdict ...">  the token gate, then <span class="why">
+**     <p class="rule KEY"><span class="verdict ...">  each rule of vf_rules[] (KEY: its key, token_gate,
+**         block_gate), then <span class="why">
+**     <p class="checked">, <p class="not-checked">
 **     <div class="run ref">, <div class="run cand">: <p class="ids"> of <span class="tok">,
 **         "tok diverged" from step `diverge` on, "tok diverged first" at it; <pre class="text">
 **         with <mark class="diverged"> over what follows the two texts' common prefix
-**     <p class="block"><span class="verdict ...">  Phase 2's single-block gate, then <span class="why">
-**     <p class="checked">, <p class="not-checked">
 **     <svg class="cosine-plot"> with <polyline class="series-min">, "series-p5", "series-median",
 **         <line class="threshold">, <line class="first-low"> (when there is one)
 **     <svg class="position-plot"> of <rect class="cell">
@@ -229,23 +229,27 @@ static void put_header(FILE *out, const vf_report *r)
     put_meta_row(out, "candidate", r->cand_label, sizeof r->cand_label);
     fprintf(out, "<tr><th class=\"key\">head_dim</th><td class=\"name\">%d</td></tr>\n</table>\n", r->head_dim);
 
-    fputs("<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th><th>token gate</th>"
-          "<th>first divergence</th><th>block gate</th><th class=\"name\">first low row</th></tr></thead>\n<tbody>\n",
-          out);
+    fputs("<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th>", out);
+    for (int k = 0; k < VF_N_RULES; k++)
+        fprintf(out, "<th>%s</th>", vf_rules[k].title);
+    fputs("<th>first divergence</th><th class=\"name\">first low row</th></tr></thead>\n<tbody>\n", out);
     for (int i = 0; r->prompts && i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
         fputs("<tr class=\"summary-row\"><td class=\"name\"><a href=\"#", out);
         put_id(out, p, i);
         fputs("\">", out);
         put_field(out, p->name);
-        fputs("</a></td><td>", out);
-        put_verdict(out, p->gate);
-        if (p->diverge >= 0)
-            fprintf(out, "</td><td>step %d</td><td>", p->diverge);
+        fputs("</a></td>", out);
+        for (int k = 0; k < VF_N_RULES; k++) {
+            fputs("<td>", out);
+            put_verdict(out, p->rule[k].verdict);
+            fputs("</td>", out);
+        }
+        if (p->walk.diverge >= 0)
+            fprintf(out, "<td>step %d</td>", p->walk.diverge);
         else
-            fputs("</td><td>none</td><td>", out);
-        put_verdict(out, p->block);
-        fputs("</td><td class=\"name\">", out);
+            fputs("<td>none</td>", out);
+        fputs("<td class=\"name\">", out);
         put_first_low(out, p);
         fputs("</td></tr>\n", out);
     }
@@ -301,18 +305,36 @@ static void put_run_text(FILE *out, const char *text, size_t prefix)
     fputs("</pre>\n", out);
 }
 
-static void put_gate(FILE *out, const vf_prompt *p)
+/* Each rule's verdict and why; what was checked and what not. */
+static void put_rules(FILE *out, const vf_prompt *p)
 {
-    int steps = p->n_steps > 0 ? p->n_steps : 0;
-    fputs("<h3>Token gate</h3>\n<p class=\"gate\">", out);
-    put_verdict(out, p->gate);
-    fputs(" <span class=\"why\">", out);
-    put_field(out, p->gate_why);
-    fputs("</span></p>\n", out);
+    fputs("<h3>Rules</h3>\n", out);
+    for (int k = 0; k < VF_N_RULES; k++) {
+        fprintf(out, "<p class=\"rule %s\">", vf_rules[k].key);
+        put_verdict(out, p->rule[k].verdict);
+        fprintf(out, " <b>%s</b> <span class=\"why\">", vf_rules[k].title);
+        put_field(out, p->rule[k].why);
+        fputs("</span></p>\n", out);
+    }
+    fputs("<p class=\"checked\"><b>checked:</b> ", out);
+    put_field(out, p->checked);
+    fputs("</p>\n<p class=\"not-checked\"><b>not checked:</b> ", out);
+    if (p->unchecked[0])
+        put_field(out, p->unchecked);
+    else
+        fputs("nothing: the candidate held every file", out);
+    fputs("</p>\n", out);
+}
+
+/* Both runs' chosen tokens and texts, side by side. */
+static void put_runs(FILE *out, const vf_prompt *p)
+{
+    const int steps = p->n_steps > 0 ? p->n_steps : 0, diverge = p->walk.diverge;
+    fputs("<h3>Generated tokens</h3>\n", out);
     if (!p->ref_ids || !p->cand_ids)
         fputs("<p class=\"diverge\">nothing to compare: a run has no chosen tokens</p>\n", out);
-    else if (p->diverge >= 0)
-        fprintf(out, "<p class=\"diverge\">the chosen tokens differ first at step %d of %d</p>\n", p->diverge, steps);
+    else if (diverge >= 0)
+        fprintf(out, "<p class=\"diverge\">the chosen tokens differ first at step %d of %d</p>\n", diverge, steps);
     else
         fprintf(out, "<p class=\"diverge\">the chosen tokens agree on all %d steps</p>\n", steps);
 
@@ -321,28 +343,12 @@ static void put_gate(FILE *out, const vf_prompt *p)
     if (p->ref_text && p->cand_text)
         ref_prefix = cand_prefix = common_prefix(p->ref_text, p->cand_text);
     fputs("<div class=\"runs\">\n<div class=\"run ref\">\n<h4>reference</h4>\n", out);
-    put_ids(out, p->ref_ids, steps, p->diverge);
+    put_ids(out, p->ref_ids, steps, diverge);
     put_run_text(out, p->ref_text, ref_prefix);
     fputs("</div>\n<div class=\"run cand\">\n<h4>candidate</h4>\n", out);
-    put_ids(out, p->cand_ids, steps, p->diverge);
+    put_ids(out, p->cand_ids, steps, diverge);
     put_run_text(out, p->cand_text, cand_prefix);
     fputs("</div>\n</div>\n", out);
-}
-
-static void put_block(FILE *out, const vf_prompt *p)
-{
-    fputs("<h3>Phase 2 single-block gate (layer 0)</h3>\n<p class=\"block\">", out);
-    put_verdict(out, p->block);
-    fputs(" <span class=\"why\">", out);
-    put_field(out, p->block_why);
-    fputs("</span></p>\n<p class=\"checked\"><b>checked:</b> ", out);
-    put_field(out, p->checked);
-    fputs("</p>\n<p class=\"not-checked\"><b>not checked:</b> ", out);
-    if (p->unchecked[0])
-        put_field(out, p->unchecked);
-    else
-        fputs("nothing: the candidate held every file", out);
-    fputs("</p>\n", out);
 }
 
 /* ---------------------------------------------------------------- the cosine plot */
@@ -721,8 +727,8 @@ static void put_prompt(FILE *out, const vf_prompt *p, int i)
     } else {
         fputs("<p class=\"prompt-text none\">given as token ids</p>\n", out);
     }
-    put_gate(out, p);
-    put_block(out, p);
+    put_rules(out, p);
+    put_runs(out, p);
     put_lens(out, p);
     fputs("</section>\n", out);
 }

@@ -2,9 +2,17 @@
 ** The reference side of Phases 2 and 3 (docs/verify.md): `phase0 capture`
 ** writes a bundle of what the bf16 reference computes for the canonical
 ** prompts, `phase0 verify REF CAND` compares a candidate bundle (an NPU
-** pipeline's, written with numpy.save) with it under verify's rules: the
-** top-k token-set gate, the per-layer cosine lens and the Phase 2
-** single-block gate.
+** pipeline's, written with numpy.save) with it under verify's rules.
+**
+** How the folder is cut (phase0/verify/):
+**   rules.c     the rules: pure functions of arrays in memory, and vf_rules[], the table every report loops over
+**   bundle.c    a bundle's files: paths, .npy in and out, manifest.json
+**   capture.c   the runner's outputs written as a bundle
+**   compare.c   two bundles read and measured into a vf_report
+**   text.c, json.c, html.c   the reports
+**   commands.c  `phase0 capture` and `phase0 verify`: options, prompts, exit status
+** A new rule is one entry in vf_rules[] (and its judge in rules.c): every
+** report shows it, and its FAIL fails the verdict.
 */
 #ifndef GM_PHASE0_VERIFY_H
 #define GM_PHASE0_VERIFY_H
@@ -33,23 +41,41 @@ typedef struct vf_layer {
     double *pos_cos;                              /* [T]: each position's cosine */
 } vf_layer;
 
+/* The lockstep walk of the token gate over one prompt (vf_walk_tokens). */
+typedef struct vf_walk {
+    int steps;             /* steps walked: what both runs hold, at most VF_GATE_N_TOKENS */
+    int diverge;           /* the first step where the chosen ids differ, -1 when none */
+    int32_t ref_id, cand_id;                     /* the chosen ids there */
+    int32_t ref_top[VF_GATE_K], cand_top[VF_GATE_K]; /* each side's top-k there (cand_top: when has_cand_top) */
+    int has_cand_top;      /* the candidate gave its top-k */
+    int cand_rank_in_ref;  /* 1-based rank of the candidate's id in the reference's top-k; 0 not in it */
+    int ref_rank_in_cand;  /* the same of the reference's id in the candidate's; 0 not in it or not known */
+} vf_walk;
+
+/* A rule's verdict on one prompt, and one line saying why. */
+typedef struct vf_outcome {
+    vf_verdict verdict;
+    char why[512];
+} vf_outcome;
+
+/* The rules, in the order every report shows them. */
+enum { VF_RULE_TOKENS, VF_RULE_BLOCK, VF_N_RULES };
+
 /* One prompt's comparison. */
 typedef struct vf_prompt {
     char name[64];             /* the bundle's folder for it: "p000"; unique within a report */
     char *text;                /* the prompt's text, NULL when given as ids */
     int n_tokens;              /* prompt tokens */
+    int head_dim;              /* the model's, for the block gate's threshold */
     int n_steps;               /* steps both runs hold, at most VF_GATE_N_TOKENS (the walk may stop sooner, at diverge) */
     int32_t *ref_ids, *cand_ids; /* [n_steps] chosen tokens; both non-NULL when n_steps > 0, NULL when the candidate has no ids */
     char *ref_text, *cand_text;  /* the generated continuations decoded (not the prompt), NULL without a tokenizer */
-    int diverge;               /* first step where the chosen tokens differ, -1 when none */
-    vf_verdict gate;           /* the top-k token-set gate */
-    char gate_why[512];        /* one line: why OK, FAIL or not checked */
+    vf_walk walk;              /* the token gate's walk (walk.diverge -1 when none) */
     int T, n_layers;           /* the lens: n_layers rows (each layer, then final_norm), T positions */
     vf_layer *layers;          /* NULL when the candidate has no layers */
     int first_low;             /* first row whose per-position minimum cosine is below `threshold`, -1 none */
     double threshold;          /* the per-position threshold for this head_dim */
-    vf_verdict block;          /* Phase 2's single-block gate on layer 0 */
-    char block_why[512];
+    vf_outcome rule[VF_N_RULES]; /* each rule's verdict, vf_rules[i] */
     char checked[512], unchecked[512]; /* what the candidate allowed to check, and what not */
 } vf_prompt;
 
@@ -58,23 +84,54 @@ typedef struct vf_report {
     int head_dim;
     int n_prompts;
     vf_prompt *prompts;
-    vf_verdict verdict;        /* FAIL if any gate failed; else OK */
+    vf_verdict verdict;        /* FAIL if any rule failed on any prompt; else OK */
 } vf_report;
 
 /*
-** The gate on one prompt, by verify's rules: walk both runs in lockstep; at
-** the first step where the chosen ids differ the result is OK when the
-** candidate's id is in the reference's top-k and the reference's id is in
-** the candidate's top-k (cand_top NULL: not checked), else FAIL; the walk
-** stops there. Top-k rows hold ids by logit, descending, the smaller id first
-** on ties (vf_top_k makes them). *diverge receives the step, -1 when none.
+** A rule: a pure function of what a prompt's comparison measured. `key` is
+** its name in the JSON report and its class in the HTML page; `title` what the
+** text, Markdown and HTML reports call it.
 */
-vf_verdict vf_token_gate(const int32_t *ref_ids, const int32_t *ref_top, const int32_t *cand_ids,
-                         const int32_t *cand_top, int steps, int top_width, int k, int *diverge, char *why,
-                         size_t why_size);
+typedef struct vf_rule {
+    const char *key, *title;
+    vf_verdict (*judge)(const vf_prompt *p, char *why, size_t why_size);
+} vf_rule;
+
+extern const vf_rule vf_rules[VF_N_RULES];
+
+/* Every rule on p (p->rule[]); returns VF_FAIL when any failed, else VF_OK. */
+vf_verdict vf_judge(vf_prompt *p);
+
+/* "OK", "FAIL", "not checked" */
+const char *vf_verdict_name(vf_verdict v);
+
+/*
+** The token gate's walk, by verify's rules: both runs in lockstep over
+** `steps`; at the first step where the chosen ids differ it records both
+** ids, both top-k rows and each id's rank in the other side's row; the walk
+** stops there. Rows hold `top_width` ids (the first k count) by logit,
+** descending, the smaller id first on ties (vf_top_k makes them); cand_top
+** NULL: the candidate's row is not known.
+*/
+void vf_walk_tokens(const int32_t *ref_ids, const int32_t *ref_top, const int32_t *cand_ids, const int32_t *cand_top,
+                    int steps, int top_width, vf_walk *w);
+
+/*
+** The token gate's verdict on a walk: OK when the runs agree, or at the first
+** divergence each side's id is in the other's top-k; FAIL when either is not
+** (why names both directions when both fail); not checked when the candidate's
+** row is needed and not known, or there were no steps.
+*/
+vf_verdict vf_token_verdict(const vf_walk *w, char *why, size_t why_size);
 
 /* The k best ids of logits[0..V) in ids[], their logits in vals[] (NULL: not wanted): descending, ties to the smaller id. */
 void vf_top_k(const float *logits, int V, int k, int32_t *ids, float *vals);
+
+/*
+** A row of w ids and their logits, both sorted in place into the rule's order
+** (logit descending, the smaller id first; a NaN becomes -inf and sorts last).
+*/
+void vf_rule_order(int32_t *ids, float *logits, int w);
 
 /* The lens on one tensor [T][H]: fills l (l->pos_cos malloc'd). */
 int vf_lens(const float *ref, const float *cand, int T, int H, vf_layer *l, gm_status *st);
@@ -85,7 +142,7 @@ double vf_threshold(int head_dim);
 /* "1,2,3" as ids (malloc'd): 0, or -1 for anything else (a sign, a gap, a trailing comma). */
 int vf_parse_ids(const char *list, int32_t **out, int *n);
 
-/* The HTML page: self-contained, inline SVG, nothing fetched (verify_html.c). */
+/* The HTML page: self-contained, inline SVG, nothing fetched (html.c). */
 int vf_write_html(const vf_report *r, const char *path, gm_status *st);
 
 void vf_report_free(vf_report *r);

@@ -1,0 +1,88 @@
+/*
+** What the files of phase0/verify/ share among themselves (verify.h is what
+** phase0.c and the tests see): a bundle's files (bundle.c), capture
+** (capture.c), the comparison (compare.c) and the text and JSON reports.
+*/
+#ifndef GM_PHASE0_VERIFY_INTERNAL_H
+#define GM_PHASE0_VERIFY_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gm/npy.h"
+#include "gm/registry.h"
+#include "verify.h"
+
+#define VF_FORMAT "gm-verify/1"
+
+enum { VF_MAX_PROMPTS = 256 };
+
+/* ---------------------------------------------------------------- bundle.c */
+
+/* dir/prompt/file (prompt NULL: dir/file); a path too long becomes "" and fails where it is opened */
+void vf_path(char *out, size_t size, const char *dir, const char *prompt, const char *file);
+
+int vf_save(const char *dir, const char *prompt, const char *file, gm_npy_type type, int rank, const int64_t *shape,
+            const void *data, gm_status *st);
+
+/*
+** bundle/prompt/file as `type` of `shape` (a -1 extent takes any size, then
+** filled in). Absent: NULL with st clear (the caller decides whether it may
+** be); wrong type or shape: NULL with one line naming the file and the field.
+*/
+void *vf_load(const char *dir, const char *prompt, const char *file, gm_npy_type type, int rank, int64_t *shape,
+              gm_status *st);
+
+/* The manifest's fields that say which model and tokenizer a bundle is of, and its prompts. */
+typedef struct vf_manifest {
+    char model[128], commit[96], kernels[32], tokenizer[32];
+    int vocab, n_layers, emb, head_dim, top_k, steps, n_prompts;
+    char names[VF_MAX_PROMPTS][16];
+    char *texts[VF_MAX_PROMPTS];
+} vf_manifest;
+
+/* dir/manifest.json: `format`, `model` and `prompts` required; the shapes when present. */
+int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st);
+void vf_manifest_free(vf_manifest *m);
+
+/* A prompt to capture: its text (NULL: given as ids), its ids, its folder's name ("": p000, p001, ...). */
+typedef struct vf_prompt_in {
+    char *text;
+    int32_t *ids;
+    int n;
+    char name[16];
+} vf_prompt_in;
+
+/* Prompt i's folder: its own name, or p000, p001, ... */
+const char *vf_prompt_name(const vf_prompt_in *in, int i, char *buf, size_t size);
+
+/* The manifest of a capture into dir/manifest.json. */
+int vf_manifest_write(const char *dir, const gm_model_entry *e, const rt_model *m, const char *weights, int steps,
+                      const vf_prompt_in *in, int n, int f32, gm_status *st);
+
+/* ---------------------------------------------------------------- capture.c */
+
+typedef struct vf_capture_opts {
+    int steps;          /* greedy steps after the prefill */
+    int f32;            /* the runner in f32 (a candidate, not a reference) */
+    double rope_theta;  /* > 0: RoPE with this theta instead of the model's (a wrong candidate on purpose) */
+} vf_capture_opts;
+
+/* The whole bundle of prompts in[0..n) into a temporary folder beside out, renamed to out when complete. */
+int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in *in, int n, const vf_capture_opts *o,
+               const char *out, gm_status *st);
+
+/* ---------------------------------------------------------------- compare.c */
+
+/* The candidate bundle cand against the reference bundle ref (tokenizer: for the texts, may be NULL). */
+int vf_verify(const char *ref, const char *cand, const char *tokenizer, vf_report *r, gm_status *st);
+
+/* ---------------------------------------------------------------- text.c, json.c */
+
+void vf_print_text(const vf_report *r, FILE *out);
+
+struct cJSON;
+struct cJSON *vf_report_json(const vf_report *r);
+
+#endif

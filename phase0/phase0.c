@@ -35,6 +35,7 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
+#include "prompt_file.h"
 #include "record.h"
 #include "verify.h"
 
@@ -156,20 +157,21 @@ static void set(gate *g, int pass, const char *cause, const char *where, const c
     g->where = pass ? NULL : where;
 }
 
-/* The first prompt of an embedded prompts file (`# ` lines are comments); `skip` prompts skipped. */
+/* Prompt `skip` (from 0) of an embedded prompts file, read as verify reads one (prompt_file.h). */
 static const char *canonical(const char *file, int skip, char *buf, size_t size)
 {
     for (const gm_embedded_file *f = gm_prompts; f->name; f++) {
         if (strcmp(f->name, file) != 0)
             continue;
-        for (const char *line = f->data; *line;) {
-            size_t n = strcspn(line, "\n");
-            if (n > 0 && line[0] != '#' && skip-- == 0) {
-                snprintf(buf, size, "%.*s", (int)n, line);
-                return buf;
-            }
-            line += n + (line[n] == '\n');
+        p0_prompts ps;
+        gm_status st = {0};
+        const char *found = NULL;
+        if (p0_prompts_read(f->name, f->data, strlen(f->data), skip + 1, &ps, &st) == 0 && ps.n > skip) {
+            snprintf(buf, size, "%s", ps.p[skip].text);
+            found = buf;
         }
+        p0_prompts_free(&ps);
+        return found;
     }
     return NULL;
 }

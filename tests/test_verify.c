@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "golden_util.h"
+#include "prompt_file.h"
 #include "util.h"
 #include "verify.h"
 
@@ -476,4 +477,98 @@ Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
     free(err);
     free(ref);
     free(other);
+}
+
+/* ---------------------------------------------------------------------- */
+/* prompts files */
+
+/*
+** A prompts file as their verify_runner.py reads it, CRLF ends: blank lines, a
+** line of spaces, comments indented by spaces and tabs, prompts with spaces
+** around them (Unicode's too: U+00A0, U+3000, \x1f), and the other line ends
+** Python's splitlines() knows (a lone \r, \v, \f, \x1c, U+0085, U+2028).
+*/
+static const char crlf_prompts[] =
+    "# Prompts, CRLF\r\n"
+    "\r\n"
+    "The capital of France is  \r\n"
+    "   \r\n"
+    "  # an indented comment\r\n"
+    "\t# a tabbed comment\r\n"
+    "\xc2\xa0 GPU stands for\xe3\x80\x80\x1f\r\n"
+    "one\rtwo\x0bthree\x0c four \x1c"
+    "five\xc2\x85six\xe2\x80\xa8seven\r\n"
+    "a # inside is kept\r\n"
+    "\r\n";
+
+/* What Python makes of `text`, read as their verify reads a prompts file: the list as JSON (malloc'd). */
+static char *python_prompts(const char *text, size_t len)
+{
+    char path[4400], cmd[9000], *out = NULL, *err = NULL;
+    snprintf(path, sizeof path, "%s/prompts.txt", work);
+    tu_write(path, text, len);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import json, pathlib, sys; print(json.dumps([l.strip() for l in "
+             "pathlib.Path(sys.argv[1]).read_text(encoding='utf-8').splitlines() if l.strip() and not "
+             "l.strip().startswith('#')]))\" '%s'", path);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    free(err);
+    return out;
+}
+
+Test(verify, a_prompts_file_is_read_as_their_verify_reads_it)
+{
+    p0_prompts ps;
+    gm_status st = {0};
+    cr_assert_eq(p0_prompts_read("crlf.txt", crlf_prompts, sizeof crlf_prompts - 1, 0, &ps, &st), 0, "%s", st.msg);
+    char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
+    cJSON *want = cJSON_Parse(want_text);
+    cr_assert_eq(ps.n, cJSON_GetArraySize(want), "%d prompts, Python reads %d: %s", ps.n, cJSON_GetArraySize(want),
+                 want_text);
+    for (int i = 0; i < ps.n; i++)
+        cr_expect_str_eq(ps.p[i].text, cJSON_GetArrayItem(want, i)->valuestring, "prompt %d", i);
+    cr_expect_str_eq(ps.p[0].text, "The capital of France is");
+    cr_expect_eq(ps.p[0].line, 3, "line numbers count as splitlines() counts");
+    /* the file with LF ends gives the same prompts; at most max of them */
+    char lf[sizeof crlf_prompts];
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < sizeof crlf_prompts; i++)
+        if (!(crlf_prompts[i] == '\r' && crlf_prompts[i + 1] == '\n'))
+            lf[n++] = crlf_prompts[i];
+    p0_prompts lps;
+    cr_assert_eq(p0_prompts_read("lf.txt", lf, n, 2, &lps, &st), 0, "%s", st.msg);
+    cr_assert_eq(lps.n, 2);
+    for (int i = 0; i < lps.n; i++)
+        cr_expect_str_eq(lps.p[i].text, ps.p[i].text);
+    p0_prompts_free(&lps);
+    p0_prompts_free(&ps);
+    cJSON_Delete(want);
+    free(want_text);
+    /* not UTF-8: one line naming the file and the line */
+    cr_expect_neq(p0_prompts_read("bad.txt", "ok\r\nbad \xff\r\n", 10, 0, &ps, &st), 0);
+    cr_expect_str_eq(st.msg, "bad.txt: line 2: expected UTF-8 text, found the byte 0xff");
+}
+
+Test(verify, capture_runs_a_crlf_prompts_file_as_their_verify_would)
+{
+    char path[4400], ref[4400], cmd[16384], *out = NULL, *err = NULL;
+    snprintf(path, sizeof path, "%s/crlf.txt", work);
+    snprintf(ref, sizeof ref, "%s/ref", work);
+    char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
+    tu_write(path, crlf_prompts, sizeof crlf_prompts - 1);
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts '%s' --steps 2 --out '%s'",
+             GM_PHASE0_TINY, GM_TINY_DIR, path, ref);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    snprintf(path, sizeof path, "%s/manifest.json", ref);
+    char *text = tu_read(path, NULL);
+    cJSON *m = cJSON_Parse(text), *want = cJSON_Parse(want_text);
+    const cJSON *ps = cJSON_GetObjectItem(m, "prompts");
+    cr_assert_eq(cJSON_GetArraySize(ps), cJSON_GetArraySize(want), "%s", want_text);
+    for (int i = 0; i < cJSON_GetArraySize(ps); i++)
+        cr_expect_str_eq(str_at(cJSON_GetArrayItem(ps, i), "text", NULL), cJSON_GetArrayItem(want, i)->valuestring);
+    cJSON_Delete(m);
+    cJSON_Delete(want);
+    free(text);
+    free(want_text);
+    free(out);
+    free(err);
 }

@@ -20,6 +20,7 @@
 #include "gm/kernels.h"
 #include "gm/registry.h"
 #include "gm/tokenizer.h"
+#include "prompt_file.h"
 
 
 enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
@@ -53,34 +54,36 @@ int vf_parse_ids(const char *list, int32_t **out, int *n)
     return -1;
 }
 
-/* The prompts of a file (one a line, # comments): base.txt, instruct.txt or the user's. */
+/*
+** The prompts of a prompts file (base.txt, instruct.txt or the user's), read
+** as mlir-air's verify reads one (prompt_file.h), at most max of them, each
+** tokenized as verify tokenizes: the raw text with the tokenizer's default
+** special tokens, no chat template.
+*/
 static int prompts_from(const char *file, const char *text, const gm_tokenizer *tok, int max, vf_prompt_in *in, int *n,
                         gm_status *st)
 {
-    int line_no = 0;
-    for (const char *line = text; *line && *n < max;) {
-        size_t len = strcspn(line, "\n");
-        line_no++;
-        if (len > 0 && line[0] != '#') {
-            vf_prompt_in *p = &in[*n];
-            size_t count = 0;
-            if (!(p->text = strndup(line, len)))
-                return gm_fail(st, GM_ENOMEM, "out of memory");
-            /* verify's tokenization: the raw text with the tokenizer's default special tokens, no chat template */
-            gm_status e = {0};
-            if (gm_tokenizer_encode(tok, p->text, len, 1, 1, &p->ids, &count, &e) || count == 0) {
-                free(p->text);
-                free(p->ids);
-                p->text = NULL, p->ids = NULL;
-                return gm_fail(st, e.code ? e.code : GM_EFORMAT, "%s: line %d: %s", file, line_no,
-                               e.code ? e.msg : "the prompt has no tokens");
-            }
-            p->n = (int)count;
-            (*n)++;
+    p0_prompts ps;
+    if (p0_prompts_read(file, text, strlen(text), max, &ps, st))
+        return st->code;
+    for (int i = 0; i < ps.n; i++) {
+        vf_prompt_in *p = &in[*n];
+        size_t count = 0;
+        gm_status e = {0};
+        if (gm_tokenizer_encode(tok, ps.p[i].text, strlen(ps.p[i].text), 1, 1, &p->ids, &count, &e) || count == 0) {
+            free(p->ids);
+            p->ids = NULL;
+            gm_fail(st, e.code ? e.code : GM_EFORMAT, "%s: line %d: %s", file, ps.p[i].line,
+                    e.code ? e.msg : "the prompt has no tokens");
+            break;
         }
-        line += len + (line[len] == '\n');
+        p->text = ps.p[i].text;
+        ps.p[i].text = NULL;
+        p->n = (int)count;
+        (*n)++;
     }
-    return 0;
+    p0_prompts_free(&ps);
+    return st->code;
 }
 
 static const char capture_usage[] =

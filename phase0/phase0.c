@@ -187,15 +187,6 @@ static const char *prompt_file(const char *which)
     return NULL;
 }
 
-static int is_instruct(const char *repo)
-{
-    static const char *const marks[] = {"instruct", "Instruct", "-it", "chat", "Chat"};
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
-        if (strstr(repo, marks[i]))
-            return 1;
-    return 0;
-}
-
 /* ---------------------------------------------------------------------- */
 /* the gates */
 
@@ -389,8 +380,8 @@ static int prompt_tokens(run *r, gm_status *st)
     if (r->tokens)
         return 0;
     if (!r->prompt) {
-        r->prompt = canonical(is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
-                              is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
+        r->prompt = canonical(p0_is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
+                              p0_is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
     }
     if (!r->tok)
         return gm_fail(st, GM_EMISSING, "%s: no tokenizer.json to tokenize the prompt; put the tokenizer files "
@@ -738,7 +729,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         return strcmp(argv[1], "capture") == 0 ? vf_capture_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file)
-                                               : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS);
+                                               : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file);
     }
     run r = {0};
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;

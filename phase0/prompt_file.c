@@ -36,6 +36,15 @@ static size_t back(const char *s, size_t b)
     return a;
 }
 
+int p0_is_instruct(const char *repo)
+{
+    static const char *const marks[] = {"instruct", "Instruct", "-it", "chat", "Chat"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (strstr(repo, marks[i]))
+            return 1;
+    return 0;
+}
+
 void p0_prompts_free(p0_prompts *ps)
 {
     for (int i = 0; i < ps->n; i++)

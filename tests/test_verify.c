@@ -555,7 +555,7 @@ Test(verify, capture_runs_a_crlf_prompts_file_as_their_verify_would)
     snprintf(ref, sizeof ref, "%s/ref", work);
     char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
     tu_write(path, crlf_prompts, sizeof crlf_prompts - 1);
-    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts '%s' --steps 2 --out '%s'",
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts-file '%s' --steps 2 --out '%s'",
              GM_PHASE0_TINY, GM_TINY_DIR, path, ref);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     snprintf(path, sizeof path, "%s/manifest.json", ref);
@@ -569,6 +569,154 @@ Test(verify, capture_runs_a_crlf_prompts_file_as_their_verify_would)
     cJSON_Delete(want);
     free(text);
     free(want_text);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the options mlir-air's verify_runner.py has, with its meaning */
+
+/* The manifest of bundle dir, parsed. */
+static cJSON *manifest_of(const char *dir)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    char *text = tu_read(path, NULL);
+    cr_assert_not_null(text, "%s", path);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    return m;
+}
+
+/* phase0_tiny capture with `opts` into work/<name>; the exit status, stderr in *err. */
+static int capture_tiny(const char *name, const char *opts, char **err)
+{
+    char cmd[16384], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' %s --out '%s/%s'", GM_PHASE0_TINY, GM_TINY_DIR,
+             opts, work, name);
+    int rc = tu_run(cmd, &out, err);
+    free(out);
+    return rc;
+}
+
+/* Prompt i's text in bundle work/<name>. */
+static char *prompt_text(const char *name, int i, int *n)
+{
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", work, name);
+    cJSON *m = manifest_of(dir);
+    const cJSON *ps = cJSON_GetObjectItem(m, "prompts");
+    *n = cJSON_GetArraySize(ps);
+    char *t = strdup(str_at(cJSON_GetArrayItem(ps, i), "text", NULL));
+    cJSON_Delete(m);
+    return t;
+}
+
+Test(verify, prompt_style_prompt_and_max_prompts_choose_the_prompts_as_theirs_do)
+{
+    char *err = NULL, *t;
+    int n;
+    /* --prompt-style instruct --max-prompts 2: the first two instruct prompts */
+    cr_assert_eq(capture_tiny("instruct", "--prompt-style instruct --max-prompts 2 --steps 2", &err), 0, "%s", err);
+    free(err);
+    t = prompt_text("instruct", 1, &n);
+    cr_expect_eq(n, 2);
+    cr_expect(strncmp(t, "Briefly describe the major milestones", 37) == 0, "%s", t);
+    free(t);
+    /* the default style for a base repo is base (theirs is instruct), and --max-prompts 0 is all of them */
+    cr_assert_eq(capture_tiny("all", "--max-prompts 0 --steps 1", &err), 0, "%s", err);
+    free(err);
+    t = prompt_text("all", 1, &n);
+    cr_expect_eq(n, 8, "base.txt holds 8 prompts");
+    cr_expect_str_eq(t, "The capital of France is");
+    free(t);
+    /* --prompt: one prompt, as given (theirs tokenizes --prompt as it is: not stripped, no comment) */
+    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1", &err), 0, "%s", err);
+    free(err);
+    t = prompt_text("one", 0, &n);
+    cr_expect_eq(n, 1);
+    cr_expect_str_eq(t, "  # one prompt ");
+    free(t);
+    /* bad values and clashes: one line, exit 2 */
+    static const char *const bad[][2] = {
+        {"--prompt-style chat", "--prompt-style: expected base or instruct, found 'chat'"},
+        {"--max-prompts -1", "--max-prompts: expected a whole number in [0, 256], found '-1'"},
+        {"--max-prompts 257", "--max-prompts: expected a whole number in [0, 256], found '257'"},
+        {"--steps 2x", "--steps: expected a whole number in [1, 4096], found '2x'"},
+        {"--prompt a --prompts-file b", "--prompt, --prompts-file and --tokens each choose the prompts: give one"},
+        {"--prompts-file /nonexistent/p.txt", "/nonexistent/p.txt"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(capture_tiny("bad", bad[i][0], &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
+        free(err);
+    }
+}
+
+Test(verify, a_prompt_runs_at_most_its_first_2048_tokens)
+{
+    char cmd[80000], *out = NULL, *err = NULL, ref[4400];
+    snprintf(ref, sizeof ref, "%s/long", work);
+    int k = snprintf(cmd, sizeof cmd, "'%s' capture qwen2_tied --weights '%s/golden/qwen2_tied' --steps 1 --out '%s' "
+                     "--tokens ", GM_PHASE0, GM_SHARED_DIR, ref);
+    for (int i = 0; i < 2100; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, "%s%d", i ? "," : "", 3 + i % 300);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(err, "prompt 0 has 2100 tokens; its first 2048 run"), "%s", err);
+    cJSON *m = manifest_of(ref);
+    cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(m, "prompts"), 0), "n_tokens")->valueint,
+                 2048);
+    cJSON_Delete(m);
+    free(out);
+    free(err);
+}
+
+Test(verify, no_strict_reports_the_fail_and_exits_0_and_max_prompts_cuts_what_is_judged)
+{
+    char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400];
+    cr_assert_eq(capture_tiny("ref", "--max-prompts 3 --steps 3", &err), 0, "%s", err);
+    free(err);
+    snprintf(ref, sizeof ref, "%s/ref", work);
+    snprintf(cand, sizeof cand, "%s/out", work);
+    snprintf(cmd, sizeof cmd, PY " make '%s' '%s' outside 1", ref, cand);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 1, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --no-strict", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", out);
+    cr_expect(strstr(out, "\nverify: FAIL\n"), "the report still says FAIL:\n%s", out);
+    free(out);
+    free(err);
+    cJSON *r;
+    cr_assert_eq(verify_json(ref, cand, &r, &err), 1);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "prompts")), 3);
+    cJSON_Delete(r);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json --max-prompts 1", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 1);
+    r = cJSON_Parse(out);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "prompts")), 1, "the first prompt only");
+    cJSON_Delete(r);
+    free(out);
+}
+
+Test(verify, on_the_fly_with_the_prompt_options_computes_the_reference_for_those_prompts)
+{
+    char *err = NULL, cmd[16384], *out = NULL;
+    cr_assert_eq(capture_tiny("cand", "--prompt-style instruct --max-prompts 2 --steps 3", &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' --prompt-style instruct --max-prompts 2 '%s/cand'",
+             GM_PHASE0_TINY, GM_TINY_DIR, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "p001 (") && strstr(out, "Briefly describe") && strstr(out, "verify: PASS"), "%s", out);
+    free(out);
+    free(err);
+    /* the prompt options choose the reference's prompts: without --weights REF has its own */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s/cand' '%s/cand' --prompt-style base", GM_PHASE0_TINY, work, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "they need --weights DIR") && tu_lines(err) == 1, "%s", err);
     free(out);
     free(err);
 }

@@ -247,8 +247,9 @@ static int same_model(const vf_manifest *r, const vf_manifest *c, const char *ca
     return 0;
 }
 
-int vf_verify(const char *ref, const char *cand, const char *tokenizer, vf_report *r, gm_status *st)
+int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_report *r, gm_status *st)
 {
+    const char *tokenizer = o->tokenizer;
     vf_manifest rm, cm;
     memset(r, 0, sizeof *r);
     if (vf_manifest_read(ref, &rm, st))
@@ -277,12 +278,13 @@ int vf_verify(const char *ref, const char *cand, const char *tokenizer, vf_repor
     snprintf(r->ref_kernels, sizeof r->ref_kernels, "%s", rm.kernels);
     snprintf(r->cand_label, sizeof r->cand_label, "%s", cand);
     r->head_dim = rm.head_dim;
-    if (!(r->prompts = calloc((size_t)rm.n_prompts, sizeof *r->prompts))) {
+    const int n = o->max_prompts > 0 && o->max_prompts < rm.n_prompts ? o->max_prompts : rm.n_prompts;
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) {
         gm_fail(st, GM_ENOMEM, "out of memory");
         goto out;
     }
     r->verdict = VF_OK;
-    for (int i = 0; i < rm.n_prompts; i++) {
+    for (int i = 0; i < n; i++) {
         r->n_prompts = i + 1;
         if (verify_prompt(ref, cand, &rm, i, tok, &r->prompts[i], st))
             goto out;

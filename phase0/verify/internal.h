@@ -75,8 +75,13 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
 
 /* ---------------------------------------------------------------- compare.c */
 
-/* The candidate bundle cand against the reference bundle ref (tokenizer: for the texts, may be NULL). */
-int vf_verify(const char *ref, const char *cand, const char *tokenizer, vf_report *r, gm_status *st);
+typedef struct vf_verify_opts {
+    const char *tokenizer; /* tokenizer.json for the texts; NULL, or a path that is not there: ids only */
+    int max_prompts;       /* judge the reference's first N prompts; 0 all */
+} vf_verify_opts;
+
+/* The candidate bundle cand against the reference bundle ref. */
+int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_report *r, gm_status *st);
 
 /* ---------------------------------------------------------------- text.c, json.c */
 

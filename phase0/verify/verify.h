@@ -149,12 +149,13 @@ void vf_report_free(vf_report *r);
 
 /*
 ** The commands, from phase0's main: argv[0] is "capture" or "verify". models:
-** the model table the program links; prompts("base"|"instruct"): the text
-** of a canonical prompt file. Each returns the exit status.
+** the model table the program links; canonical("base"|"instruct"): the text
+** of a canonical prompts file. Each returns the exit status.
 */
 struct gm_model_entry;
 int vf_capture_main(int argc, char **argv, const struct gm_model_entry *const *models,
-                    const char *(*prompts)(const char *which));
-int vf_verify_main(int argc, char **argv, const struct gm_model_entry *const *models);
+                    const char *(*canonical)(const char *which));
+int vf_verify_main(int argc, char **argv, const struct gm_model_entry *const *models,
+                   const char *(*canonical)(const char *which));
 
 #endif

@@ -126,6 +126,25 @@ Test(verify_rules, every_rule_of_the_table_is_judged_and_one_fail_fails_the_prom
     }
 }
 
+Test(verify_rules, the_walk_ranks_each_choice_in_the_others_top_k_and_a_fail_names_both_directions)
+{
+    const int32_t ref[] = {4, 7}, cand[] = {4, 9};
+    const int32_t ref_top[2][5] = {{4}, {7, 9, 1, 2, 3}}, cand_top[2][5] = {{4}, {9, 5, 7, 6, 8}};
+    vf_walk w;
+    char why[512];
+    vf_walk_tokens(ref, &ref_top[0][0], cand, &cand_top[0][0], 2, 5, &w);
+    cr_expect_eq(w.diverge, 1);
+    cr_expect_eq(w.cand_rank_in_ref, 2, "the candidate's 9 is the reference's #2");
+    cr_expect_eq(w.ref_rank_in_cand, 3, "the reference's 7 is the candidate's #3");
+    cr_expect_eq(vf_token_verdict(&w, why, sizeof why), VF_OK, "%s", why);
+    const int32_t far_ref_top[2][5] = {{4}, {7, 1, 2, 3, 5}}, far_cand_top[2][5] = {{4}, {9, 1, 2, 3, 5}};
+    vf_walk_tokens(ref, &far_ref_top[0][0], cand, &far_cand_top[0][0], 2, 5, &w);
+    cr_expect(w.cand_rank_in_ref == 0 && w.ref_rank_in_cand == 0);
+    cr_expect_eq(vf_token_verdict(&w, why, sizeof why), VF_FAIL);
+    cr_expect_str_eq(why, "step 1: the candidate chose 9, not in the reference's top-5 (7, 1, 2, 3, 5); the reference "
+                          "chose 7, not in the candidate's top-5 (9, 1, 2, 3, 5)");
+}
+
 Test(verify_rules, the_lens_by_hand)
 {
     /* 3 positions of 2: equal, opposite, zero in the candidate */
@@ -350,6 +369,13 @@ static void assert_as_the_rules_say(const char *ref, const char *cand, const cha
     cr_expect_str_eq(str_at(gp, "token_gate", "verdict"), str_at(wp, "token_gate", NULL), "%s: token gate", label);
     const cJSON *wd = cJSON_GetObjectItem(wp, "diverge"), *gd = cJSON_GetObjectItem(cJSON_GetObjectItem(gp, "token_gate"), "diverge");
     cr_expect_eq(cJSON_IsNull(wd) ? -1 : wd->valueint, cJSON_IsNull(gd) ? -1 : gd->valueint, "%s: divergence", label);
+    /* their record's ranks: each side's choice in the other's top-5, null when not in it */
+    const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(got, "topk_checks"), 0);
+    for (int k = 0; tc && k < 2; k++) {
+        const char *key = k ? "ref_chosen_rank_in_test" : "test_chosen_rank_in_ref";
+        const cJSON *w = cJSON_GetObjectItem(wp, key), *g = cJSON_GetObjectItem(tc, key);
+        cr_expect_eq(cJSON_IsNull(w) ? 0 : w->valueint, cJSON_IsNull(g) ? 0 : g->valueint, "%s: %s", label, key);
+    }
     const cJSON *wl = cJSON_GetObjectItem(wp, "lens"), *gl = cJSON_GetObjectItem(gp, "lens");
     if (wl) {
         cr_expect_str_eq(str_at(gp, "block_gate", "verdict"), str_at(wp, "block_gate", NULL), "%s: block gate", label);
@@ -671,35 +697,98 @@ Test(verify, a_prompt_runs_at_most_its_first_2048_tokens)
     free(err);
 }
 
-Test(verify, no_strict_reports_the_fail_and_exits_0_and_max_prompts_cuts_what_is_judged)
+/* Whether s holds every one of the NULL-terminated needles; the first it lacks in *missing. */
+static int holds_all(const char *s, const char *const *needles, const char **missing)
 {
-    char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400];
+    for (; *needles; needles++)
+        if (!strstr(s, *needles)) {
+            *missing = *needles;
+            return 0;
+        }
+    return 1;
+}
+
+Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
+{
+    char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400], md[4400];
     cr_assert_eq(capture_tiny("ref", "--max-prompts 3 --steps 3", &err), 0, "%s", err);
     free(err);
     snprintf(ref, sizeof ref, "%s/ref", work);
     snprintf(cand, sizeof cand, "%s/out", work);
+    snprintf(md, sizeof md, "%s/report.md", work);
+    /* at step 1 each side's choice is outside the other's top-5 */
     snprintf(cmd, sizeof cmd, PY " make '%s' '%s' outside 1", ref, cand);
     cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, NULL), 1, "%s", out);
     free(out);
+    /* --no-strict: the FAIL reported, exit 0 */
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --no-strict", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", out);
     cr_expect(strstr(out, "\nverify: FAIL\n"), "the report still says FAIL:\n%s", out);
+    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 3 FAIL, 0 not checked (of 3 prompts)"), "%s", out);
     free(out);
     free(err);
-    cJSON *r;
-    cr_assert_eq(verify_json(ref, cand, &r, &err), 1);
-    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "prompts")), 3);
-    cJSON_Delete(r);
+    /* the JSON's topk_checks and summary, and the Markdown report, as theirs */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json --md '%s' --tokenizer '%s/tokenizer.json'", GM_PHASE0_TINY,
+             ref, cand, md, GM_TINY_DIR);
+    cr_assert_eq(tu_run(cmd, &out, &err), 1, "%s", err);
+    cJSON *r = cJSON_Parse(out);
+    free(out);
     free(err);
+    const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "topk_checks"), 0);
+    cr_assert_not_null(tc);
+    cr_expect_str_eq(str_at(tc, "pair", NULL), "npu_vs_hf");
+    cr_expect_str_eq(str_at(tc, "status", NULL), "FAIL");
+    cr_expect_str_eq(str_at(tc, "prompt_text", NULL), "GPU stands for");
+    cr_expect_eq(cJSON_GetObjectItem(tc, "divergence_step")->valueint, 1);
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(tc, "test_chosen_rank_in_ref")) &&
+              cJSON_IsNull(cJSON_GetObjectItem(tc, "ref_chosen_rank_in_test")), "neither choice is in the other's top-5");
+    const char *reason = str_at(tc, "fail_reason", NULL);
+    cr_expect(strstr(reason, "the candidate chose") && strstr(reason, "; the reference chose"), "both directions: %s",
+              reason);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tc, "ref_topk_at_div")), 5);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tc, "test_topk_text_at_div")), 5, "both top-5 lists decoded");
+    const char *chosen = str_at(tc, "test_chosen_text_at_div", NULL), *prefix = str_at(tc, "agreed_prefix_text", NULL);
+    cr_expect(chosen[0] == '"' && chosen[strlen(chosen) - 1] == '"', "quoted as theirs: %s", chosen);
+    cr_expect(prefix[0] == '"' && strlen(prefix) > 2, "the agreed step decoded, quoted: %s", prefix);
+    const cJSON *sum = cJSON_GetObjectItem(r, "summary");
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_passed")->valueint, 0);
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 3);
+    char *page = tu_read(md, NULL), row[600];
+    cr_assert_not_null(page);
+    snprintf(row, sizeof row, "| 0 | GPU stands for | 3 | 1 | %s", chosen);
+    cJSON_Delete(r);
+    const char *want[] = {"# Verify report", "Result: **FAIL**",
+                          "Top-k token gate: 0 PASS / 3 FAIL (across 3 prompt-pair checks)", "| 0 | GPU stands for |",
+                          row, "*Prompt 0 agreed prefix (steps 0-0):* ", "*Prompt 0 FAIL:* step 1: the candidate chose",
+                          "*Prompt 0 reference top-5 at step 1:*", "*Prompt 0 candidate top-5 at step 1:*",
+                          "_3/3 prompts failed top-5 inclusion at first divergence._",
+                          "| Layer | cos_p5 | cos_min | cos_median | max_abs |", NULL};
+    const char *missing = NULL;
+    cr_expect(holds_all(page, want, &missing), "the Markdown lacks \"%s\":\n%s", missing, page);
+    free(page);
+    /* --max-prompts 1: the first prompt only */
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json --max-prompts 1", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, NULL), 1);
     r = cJSON_Parse(out);
     cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "prompts")), 1, "the first prompt only");
     cJSON_Delete(r);
     free(out);
+    /* a chosen id that is not the first of its own top-k row: a warning, as their runner gives */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && " PY " make '%s' '%s' not-first 2", cand, ref, cand);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cr_expect(strstr(err, "warning: p000 step 2: the candidate chose") && strstr(err, "not the first id of its own top-5"),
+              "%s", err);
+    r = cJSON_Parse(out);
+    cr_expect_eq(cJSON_GetObjectItem(prompt0(r), "warnings")->valueint, 1);
+    cJSON_Delete(r);
+    free(out);
+    free(err);
 }
 
 Test(verify, on_the_fly_with_the_prompt_options_computes_the_reference_for_those_prompts)

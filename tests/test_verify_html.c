@@ -106,7 +106,13 @@ static void build(void)
     p->cand_ids = ids1_cand;
     p->ref_text = "abc \xc3\xa9 x";
     p->cand_text = "abc \xc3\xa9 y<b>\x01\x7f\xff";
-    p->walk.diverge = DIVERGE;
+    p->walk = (vf_walk){.steps = STEPS, .diverge = DIVERGE, .ref_id = 200 + DIVERGE, .cand_id = 900 + DIVERGE,
+                        .ref_top = {200 + DIVERGE, 1, 2, 3, 4}, .cand_top = {900 + DIVERGE, 6, 7, 8, 9},
+                        .has_cand_top = 1, .cand_rank_in_ref = 0, .ref_rank_in_cand = 0};
+    p->ref_chosen_text = "<i>ref</i>";
+    p->prefix_text = "abc \xc3\xa9 ";
+    p->n_warnings = 2;
+    snprintf(p->warning, sizeof p->warning, "step 3: the candidate chose <b>7</b>, not the first");
     p->rule[VF_RULE_TOKENS].verdict = VF_FAIL;
     snprintf(p->rule[VF_RULE_TOKENS].why, sizeof p->rule[0].why, "step 5: </span><script>x</script> not in the top-5");
     p->first_low = -1;
@@ -218,6 +224,7 @@ Test(verify_html, verdicts)
     cr_expect_not_null(strstr(s1, "<p class=\"rule token_gate\"><span class=\"verdict fail\">FAIL</span>"));
     cr_expect_not_null(strstr(s1, "<p class=\"rule block_gate\"><span class=\"verdict unchecked\">not checked</span>"));
     cr_expect_not_null(strstr(s1, "<p class=\"not-checked\"><b>not checked:</b> layers &amp; top-k</p>"));
+    cr_expect_eq(count("<p class=\"counts\">"), 1, "each rule's counts");
     /* the summary: one row per prompt, linking to its section */
     cr_expect_eq(count("<tr class=\"summary-row\">"), 2);
     cr_expect_eq(count("<a href=\"#prompt-p001_i_\">"), 1);
@@ -237,6 +244,15 @@ Test(verify_html, divergence)
     /* the texts: marked from their common prefix "abc é " on */
     cr_expect_not_null(strstr(s1, "<pre class=\"text\">abc \xc3\xa9 <mark class=\"diverged\">x</mark></pre>"));
     cr_expect_not_null(strstr(s1, "<pre class=\"text\">abc \xc3\xa9 <mark class=\"diverged\">y&lt;b&gt;"));
+    /* at the divergence: each side's choice, its rank in the other's top-5, its own top-5; the agreed prefix */
+    cr_expect_null(strstr(s0, "class=\"divergence\""), "p000 has no divergence");
+    cr_expect_not_null(strstr(s1, "<tr class=\"ref\"><td class=\"name\">reference</td><td class=\"name\">205 "
+                                  "<q>&lt;i&gt;ref&lt;/i&gt;</q></td><td class=\"low\">not in it</td>"));
+    cr_expect_not_null(strstr(s1, "<tr class=\"cand\"><td class=\"name\">candidate</td><td class=\"name\">905</td>"),
+                       "no text without a decoded token");
+    cr_expect_not_null(strstr(s1, "<p class=\"prefix\">agreed before it (steps 0-4): <q>abc \xc3\xa9 </q></p>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"warning\"><b>warning:</b> step 3: the candidate chose &lt;b&gt;7&lt;/b&gt;"
+                                  ", not the first (and at other steps too)</p>"));
     free(s0);
     free(s1);
 }
@@ -317,8 +333,8 @@ Test(verify_html, elements_balance)
     char path[4200], cmd[9000], *out = NULL, *err = NULL;
     snprintf(path, sizeof path, "%s/check.py", dir);
     tu_write(path, script, sizeof script - 1);
-    /* two sections; two plots for the one prompt with layers; the meta, summary and lens tables */
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=2 table=3 polyline=3 html=1 body=1", path,
+    /* two sections; two plots for the one prompt with layers; the meta, summary, lens and divergence tables */
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=2 table=4 polyline=3 html=1 body=1", path,
              dir);
     int rc = tu_run(cmd, &out, &err);
     cr_expect_eq(rc, 0, "%s%s", out ? out : "", err ? err : "");

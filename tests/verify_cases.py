@@ -9,6 +9,7 @@ code (docs/verify.md).
       inside STEP     at STEP the candidate picks the reference's 2nd token; its top-5 holds the 1st
       outside STEP    at STEP the candidate picks the reference's 8th token
       ids-only        only tokens.npy and ids.npy
+      not-first STEP  at STEP the candidate's chosen id is its top-k row's 2nd, the row unchanged
   verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout
 """
 import json
@@ -92,6 +93,11 @@ def make(ref, out, mode, arg):
             json.dump(man, open(os.path.join(out, "manifest.json"), "w"))
             os.rename(d, os.path.join(out, "first"))
             break
+        elif mode == "not-first":
+            step = int(arg)
+            ids, top = np.load(os.path.join(d, "ids.npy")), np.load(os.path.join(d, "topk_ids.npy"))
+            ids[step] = top[step, 1]
+            np.save(os.path.join(d, "ids.npy"), ids)
         elif mode == "ids-only":
             for f in os.listdir(d):
                 if f not in ("tokens.npy", "ids.npy"):
@@ -140,10 +146,13 @@ def expect(ref, cand):
         cpath = os.path.join(C, "ids.npy")
         cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
         n = min(len(rids), len(cids), GATE_N)
-        verdict, diverge = "OK", None
+        verdict, diverge, ranks = "OK", None, (None, None)
         for s in range(n):
             if rids[s] != cids[s]:
                 diverge = s
+                # 1-based rank of each side's choice in the other's top-5, None when not in it (their fields)
+                ranks = (list(rtop[s]).index(cids[s]) + 1 if cids[s] in rtop[s] else None,
+                         list(ctop[s]).index(rids[s]) + 1 if ctop is not None and rids[s] in ctop[s] else None)
                 if cids[s] not in rtop[s]:
                     verdict = "FAIL"
                 elif ctop is None:
@@ -152,6 +161,7 @@ def expect(ref, cand):
                     verdict = "FAIL"
                 break
         p["token_gate"], p["diverge"] = verdict, diverge
+        p["test_chosen_rank_in_ref"], p["ref_chosen_rank_in_test"] = ranks
         fail |= verdict == "FAIL"
         lpath = os.path.join(C, "layers.npy")
         if os.path.exists(lpath):

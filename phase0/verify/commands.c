@@ -86,7 +86,7 @@ typedef struct prompt_opts {
     int max;            /* --max-prompts N: the first N; 0 all */
 } prompt_opts;
 
-enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT };
+enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD };
 
 #define PROMPT_LONGOPTS                                                                                                \
     {"prompt-style", required_argument, 0, OPT_STYLE}, {"prompts-file", required_argument, 0, OPT_FILE},              \
@@ -318,9 +318,10 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
 /* phase0 verify */
 
 static const char verify_usage[] =
-    "usage: phase0 verify REF CAND [--tokenizer FILE] [--max-prompts N] [--no-strict] [--json] [--html FILE]\n"
+    "usage: phase0 verify REF CAND [--tokenizer FILE] [--max-prompts N] [--no-strict] [--json] [--md FILE]\n"
+    "                     [--html FILE]\n"
     "       phase0 verify --weights DIR CAND [--prompt-style S | --prompts-file F | --prompt TEXT]\n"
-    "                     [--max-prompts N] [--no-strict] [--json] [--html FILE]\n"
+    "                     [--max-prompts N] [--no-strict] [--json] [--md FILE] [--html FILE]\n"
     "\n"
     "Compare a candidate bundle (an NPU pipeline's outputs, docs/verify.md) with the reference: the\n"
     "top-5 token-set gate over 32 greedy steps, the per-layer cosine lens, and Phase 2's single-block\n"
@@ -329,7 +330,8 @@ static const char verify_usage[] =
     "  --tokenizer FILE   shows the generated texts, not only ids (default with --weights: DIR/tokenizer.json)\n"
     "  --max-prompts N    judge the first N prompts (0, the default: all)\n"
     "  --no-strict        a FAIL is reported, and the exit status is 0 (as mlir-air's verify --no-strict)\n"
-    "  --json             the report as JSON on stdout\n"
+    "  --json             the report as JSON on stdout (with mlir-air's topk_checks and summary)\n"
+    "  --md FILE          the report as Markdown, laid out as mlir-air's report.py lays out theirs\n"
     "  --html FILE        a self-contained page: the texts side by side, the cosine plots\n"
     "exit status: 0 every gate holds (or --no-strict); 1 a gate failed; 2 usage or bad input; 4 file system error\n";
 
@@ -377,9 +379,10 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     static const struct option longopts[] = {
         {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'}, {"weights", required_argument, 0, 'w'},
         {"tokenizer", required_argument, 0, 'T'}, PROMPT_LONGOPTS, {"no-strict", no_argument, 0, OPT_NO_STRICT},
+        {"md", required_argument, 0, OPT_MD},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *prog = "phase0 verify", *html = NULL, *weights = NULL, *tokenizer = NULL;
-    char tpath[4200] = "";
+    const char *prog = "phase0 verify", *html = NULL, *md = NULL, *weights = NULL, *tokenizer = NULL;
+    char tpath[4200] = "", ref_label[4300] = "";
     prompt_opts po = {0};
     int json = 0, strict = 1, c, taken;
     optind = 1;
@@ -395,6 +398,7 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         case 'w': weights = optarg; break;
         case 'T': tokenizer = optarg; break;
         case OPT_NO_STRICT: strict = 0; break;
+        case OPT_MD: md = optarg; break;
         case 'h': fputs(verify_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
         }
@@ -419,12 +423,14 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         reference_now(prog, &po, weights, cand, models, canonical, ref, sizeof ref, &made_ref, &st);
     else
         snprintf(ref, sizeof ref, "%s", argv[optind]);
-    if (!tokenizer && weights) { /* the model's own, beside its weights */
+    if (weights) { /* the model's own tokenizer, beside its weights */
         snprintf(tpath, sizeof tpath, "%s/tokenizer.json", weights);
-        tokenizer = tpath;
+        tokenizer = tokenizer ? tokenizer : tpath;
+        snprintf(ref_label, sizeof ref_label, "computed now from %s", weights);
     }
     if (!st.code)
-        vf_verify(ref, cand, &(vf_verify_opts){.tokenizer = tokenizer, .max_prompts = po.max}, &r, &st);
+        vf_verify(ref, cand, &(vf_verify_opts){.tokenizer = tokenizer, .max_prompts = po.max,
+                                               .ref_label = ref_label[0] ? ref_label : NULL}, &r, &st);
     if (made_ref && gm_remove_tree(ref) != 0)
         fprintf(stderr, "%s: warning: %s could not be removed: %s\n", prog, ref, strerror(errno));
     if (st.code) {
@@ -441,10 +447,14 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     } else {
         vf_print_text(&r, stdout);
     }
+    for (int i = 0; i < r.n_prompts; i++) /* as their runner warns of it */
+        if (r.prompts[i].n_warnings)
+            fprintf(stderr, "%s: warning: %s %s%s\n", prog, r.prompts[i].name, r.prompts[i].warning,
+                    r.prompts[i].n_warnings > 1 ? " (and at other steps too)" : "");
     code = r.verdict == VF_FAIL && strict ? EXIT_FAIL : EXIT_PASS;
     if (r.verdict == VF_FAIL && !strict)
         fprintf(stderr, "%s: FAIL, reported; exit status 0 (--no-strict)\n", prog);
-    if (html && vf_write_html(&r, html, &st)) {
+    if ((html && vf_write_html(&r, html, &st)) || (md && vf_write_md(&r, md, &st))) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         code = EXIT_IO;
     }

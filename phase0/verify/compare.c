@@ -129,6 +129,28 @@ static int measure_tokens(const side *ref, const side *cand, const gm_tokenizer 
     for (int s = 0; s < steps; s++)
         p->cand_ids[s] = from_top ? cand->rows[(size_t)s * VF_GATE_K] : cand->ids[s];
     vf_walk_tokens(p->ref_ids, ref->rows, p->cand_ids, cand->rows, steps, VF_GATE_K, &p->walk);
+    /* a side whose chosen id is not the first of its own top-k row: its choice and its logits disagree */
+    const side *both[2] = {ref, from_top ? NULL : cand};
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; both[k] && both[k]->rows && s < steps && s < both[k]->n_rows; s++) {
+            const int32_t *row = both[k]->rows + (size_t)s * VF_GATE_K;
+            if (both[k]->ids[s] == row[0])
+                continue;
+            if (p->n_warnings++ == 0)
+                snprintf(p->warning, sizeof p->warning, "step %d: the %s chose %d, not the first id of its own top-%d "
+                         "(%d, %d, %d, %d, %d): its choice and its logits disagree", s, k ? "candidate" : "reference",
+                         both[k]->ids[s], VF_GATE_K, row[0], row[1], row[2], row[3], row[4]);
+        }
+    const vf_walk *w = &p->walk;
+    if (w->diverge >= 0 && tok) { /* what the report shows at the divergence, as text */
+        p->ref_chosen_text = decode_text(tok, &w->ref_id, 1);
+        p->cand_chosen_text = decode_text(tok, &w->cand_id, 1);
+        for (int k = 0; k < VF_GATE_K; k++) {
+            p->ref_top_text[k] = decode_text(tok, &w->ref_top[k], 1);
+            p->cand_top_text[k] = w->has_cand_top ? decode_text(tok, &w->cand_top[k], 1) : NULL;
+        }
+        p->prefix_text = w->diverge > 0 ? decode_text(tok, p->cand_ids, w->diverge) : strdup("");
+    }
     char label[96];
     snprintf(label, sizeof label, "the token gate (%s)",
              from_top ? "top-k only: each step's first id as its choice" : cand->rows ? "ids, top-k" : "ids only");
@@ -277,21 +299,19 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
     snprintf(r->ref_commit, sizeof r->ref_commit, "%s", rm.commit);
     snprintf(r->ref_kernels, sizeof r->ref_kernels, "%s", rm.kernels);
     snprintf(r->cand_label, sizeof r->cand_label, "%s", cand);
+    snprintf(r->ref_label, sizeof r->ref_label, "%s", o->ref_label ? o->ref_label : ref);
     r->head_dim = rm.head_dim;
     const int n = o->max_prompts > 0 && o->max_prompts < rm.n_prompts ? o->max_prompts : rm.n_prompts;
     if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) {
         gm_fail(st, GM_ENOMEM, "out of memory");
         goto out;
     }
-    r->verdict = VF_OK;
     for (int i = 0; i < n; i++) {
         r->n_prompts = i + 1;
         if (verify_prompt(ref, cand, &rm, i, tok, &r->prompts[i], st))
             goto out;
-        for (int k = 0; k < VF_N_RULES; k++)
-            if (r->prompts[i].rule[k].verdict == VF_FAIL)
-                r->verdict = VF_FAIL;
     }
+    vf_report_tally(r);
 out:
     gm_tokenizer_free(tok);
     vf_manifest_free(&rm);
@@ -308,6 +328,13 @@ void vf_report_free(vf_report *r)
         free(p->cand_ids);
         free(p->ref_text);
         free(p->cand_text);
+        free(p->ref_chosen_text);
+        free(p->cand_chosen_text);
+        free(p->prefix_text);
+        for (int k = 0; k < VF_GATE_K; k++) {
+            free(p->ref_top_text[k]);
+            free(p->cand_top_text[k]);
+        }
         for (int k = 0; p->layers && k < p->n_layers; k++)
             free(p->layers[k].pos_cos);
         free(p->layers);

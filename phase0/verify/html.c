@@ -13,12 +13,17 @@
 **
 ** The markup is a contract that tests and scripts reading the page rely on:
 **   <p class="overall"><span class="verdict ok|fail|unchecked">   the report's verdict
+**   <p class="counts">                              each rule's OK, FAIL and not checked counts
 **   <table class="summary"> with one <tr class="summary-row"> per prompt, a column per rule
 **   <section class="prompt" id="prompt-NAME">   NAME: the prompt's name, bytes outside [A-Za-z0-9_.-] as '_'
 **     <pre class="prompt-text">                  the prompt's text (a <p class="prompt-text none"> without one)
 **     <p class="rule KEY"><span class="verdict ...">  each rule of vf_rules[] (KEY: its key, token_gate,
 **         block_gate), then <span class="why">
 **     <p class="checked">, <p class="not-checked">
+**     <p class="warning">                          a chosen id that is not the first of its own top-k
+**     <table class="divergence"> at the first divergence: <tr class="ref">, <tr class="cand">, each
+**         side's choice, its rank in the other's top-5 and its own top-5, decoded;
+**         <p class="prefix"> the agreed steps before it, decoded
 **     <div class="run ref">, <div class="run cand">: <p class="ids"> of <span class="tok">,
 **         "tok diverged" from step `diverge` on, "tok diverged first" at it; <pre class="text">
 **         with <mark class="diverged"> over what follows the two texts' common prefix
@@ -229,7 +234,11 @@ static void put_header(FILE *out, const vf_report *r)
     put_meta_row(out, "candidate", r->cand_label, sizeof r->cand_label);
     fprintf(out, "<tr><th class=\"key\">head_dim</th><td class=\"name\">%d</td></tr>\n</table>\n", r->head_dim);
 
-    fputs("<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th>", out);
+    fputs("<p class=\"counts\">", out);
+    for (int k = 0; k < VF_N_RULES; k++)
+        fprintf(out, "%s%s: %d OK, %d FAIL, %d not checked", k ? "; " : "", vf_rules[k].title, r->count[k][VF_OK],
+                r->count[k][VF_FAIL], r->count[k][VF_UNCHECKED]);
+    fputs("</p>\n<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th>", out);
     for (int k = 0; k < VF_N_RULES; k++)
         fprintf(out, "<th>%s</th>", vf_rules[k].title);
     fputs("<th>first divergence</th><th class=\"name\">first low row</th></tr></thead>\n<tbody>\n", out);
@@ -326,6 +335,51 @@ static void put_rules(FILE *out, const vf_prompt *p)
     fputs("</p>\n", out);
 }
 
+/* A token as "id text" (the text when decoded). */
+static void put_token(FILE *out, int32_t id, const char *text)
+{
+    fprintf(out, "%ld", (long)id);
+    if (text) {
+        fputs(" <q>", out);
+        put_str(out, text);
+        fputs("</q>", out);
+    }
+}
+
+/* At the first divergence: each side's choice, its rank in the other's top-k, its own top-k; the agreed prefix. */
+static void put_divergence(FILE *out, const vf_prompt *p)
+{
+    const vf_walk *w = &p->walk;
+    if (w->diverge < 0 || !p->cand_ids)
+        return;
+    fprintf(out, "<table class=\"divergence\">\n<thead><tr><th class=\"name\">step %d</th><th class=\"name\">chose"
+            "</th><th>rank in the other's top-%d</th><th class=\"name\">own top-%d</th></tr></thead>\n<tbody>\n",
+            w->diverge, VF_GATE_K, VF_GATE_K);
+    for (int side = 0; side < 2; side++) {
+        const int rank = side ? w->cand_rank_in_ref : w->ref_rank_in_cand, known = side || w->has_cand_top;
+        fprintf(out, "<tr class=\"%s\"><td class=\"name\">%s</td><td class=\"name\">", side ? "cand" : "ref",
+                side ? "candidate" : "reference");
+        put_token(out, side ? w->cand_id : w->ref_id, side ? p->cand_chosen_text : p->ref_chosen_text);
+        if (!known)
+            fputs("</td><td>not known</td><td class=\"name\">", out);
+        else if (rank > 0)
+            fprintf(out, "</td><td>#%d</td><td class=\"name\">", rank);
+        else
+            fputs("</td><td class=\"low\">not in it</td><td class=\"name\">", out);
+        for (int k = 0; k < VF_GATE_K && (!side || w->has_cand_top); k++) {
+            fputs(k ? ", " : "", out);
+            put_token(out, side ? w->cand_top[k] : w->ref_top[k], side ? p->cand_top_text[k] : p->ref_top_text[k]);
+        }
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</tbody>\n</table>\n", out);
+    if (p->prefix_text && w->diverge > 0) {
+        fprintf(out, "<p class=\"prefix\">agreed before it (steps 0-%d): <q>", w->diverge - 1);
+        put_str(out, p->prefix_text);
+        fputs("</q></p>\n", out);
+    }
+}
+
 /* Both runs' chosen tokens and texts, side by side. */
 static void put_runs(FILE *out, const vf_prompt *p)
 {
@@ -337,6 +391,12 @@ static void put_runs(FILE *out, const vf_prompt *p)
         fprintf(out, "<p class=\"diverge\">the chosen tokens differ first at step %d of %d</p>\n", diverge, steps);
     else
         fprintf(out, "<p class=\"diverge\">the chosen tokens agree on all %d steps</p>\n", steps);
+    put_divergence(out, p);
+    if (p->n_warnings) {
+        fputs("<p class=\"warning\"><b>warning:</b> ", out);
+        put_field(out, p->warning);
+        fprintf(out, "%s</p>\n", p->n_warnings > 1 ? " (and at other steps too)" : "");
+    }
 
     /* both texts are marked from where they stop agreeing, which need not be the diverging token's start */
     size_t ref_prefix = p->ref_text ? strlen(p->ref_text) : 0, cand_prefix = p->cand_text ? strlen(p->cand_text) : 0;

@@ -78,14 +78,21 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
 typedef struct vf_verify_opts {
     const char *tokenizer; /* tokenizer.json for the texts; NULL, or a path that is not there: ids only */
     int max_prompts;       /* judge the reference's first N prompts; 0 all */
+    const char *ref_label; /* what the reports call the reference (NULL: its folder) */
 } vf_verify_opts;
 
 /* The candidate bundle cand against the reference bundle ref. */
 int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_report *r, gm_status *st);
 
-/* ---------------------------------------------------------------- text.c, json.c */
+/* ---------------------------------------------------------------- text.c, json.c, markdown.c */
 
 void vf_print_text(const vf_report *r, FILE *out);
+
+/* text as their report shows a decoded token: in double quotes, \\ | \n \r \t escaped as _md_escape does (malloc'd) */
+char *vf_md_quoted(const char *text);
+
+/* a prompt as their report's prompt_text: its first 60 characters, then "…" when it is longer (malloc'd) */
+char *vf_short_prompt(const char *text);
 
 struct cJSON;
 struct cJSON *vf_report_json(const vf_report *r);

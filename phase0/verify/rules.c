@@ -282,3 +282,16 @@ const char *vf_verdict_name(vf_verdict v)
 {
     return v == VF_OK ? "OK" : v == VF_FAIL ? "FAIL" : "not checked";
 }
+
+void vf_report_tally(vf_report *r)
+{
+    memset(r->count, 0, sizeof r->count);
+    r->verdict = VF_OK;
+    for (int i = 0; i < r->n_prompts; i++)
+        for (int k = 0; k < VF_N_RULES; k++) {
+            const vf_verdict v = r->prompts[i].rule[k].verdict;
+            r->count[k][v == VF_OK ? 0 : v == VF_FAIL ? 1 : 2]++;
+            if (v == VF_FAIL)
+                r->verdict = VF_FAIL;
+        }
+}

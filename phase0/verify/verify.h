@@ -9,7 +9,7 @@
 **   bundle.c    a bundle's files: paths, .npy in and out, manifest.json
 **   capture.c   the runner's outputs written as a bundle
 **   compare.c   two bundles read and measured into a vf_report
-**   text.c, json.c, html.c   the reports
+**   text.c, json.c, markdown.c, html.c   the reports
 **   commands.c  `phase0 capture` and `phase0 verify`: options, prompts, exit status
 ** A new rule is one entry in vf_rules[] (and its judge in rules.c): every
 ** report shows it, and its FAIL fails the verdict.
@@ -71,6 +71,12 @@ typedef struct vf_prompt {
     int32_t *ref_ids, *cand_ids; /* [n_steps] chosen tokens; both non-NULL when n_steps > 0, NULL when the candidate has no ids */
     char *ref_text, *cand_text;  /* the generated continuations decoded (not the prompt), NULL without a tokenizer */
     vf_walk walk;              /* the token gate's walk (walk.diverge -1 when none) */
+    /* decoded with the tokenizer at the divergence (NULL without one, or without a divergence) */
+    char *ref_chosen_text, *cand_chosen_text;  /* each side's chosen token */
+    char *ref_top_text[VF_GATE_K], *cand_top_text[VF_GATE_K]; /* each side's top-k there */
+    char *prefix_text;         /* the steps both agreed on before it, decoded ("" at step 0) */
+    int n_warnings;            /* steps where a side's chosen id is not the first of its own top-k row */
+    char warning[256];         /* the first of them */
     int T, n_layers;           /* the lens: n_layers rows (each layer, then final_norm), T positions */
     vf_layer *layers;          /* NULL when the candidate has no layers */
     int first_low;             /* first row whose per-position minimum cosine is below `threshold`, -1 none */
@@ -80,11 +86,12 @@ typedef struct vf_prompt {
 } vf_prompt;
 
 typedef struct vf_report {
-    char model[128], ref_commit[96], ref_kernels[32], cand_label[256];
+    char model[128], ref_commit[96], ref_kernels[32], cand_label[256], ref_label[256];
     int head_dim;
     int n_prompts;
     vf_prompt *prompts;
     vf_verdict verdict;        /* FAIL if any rule failed on any prompt; else OK */
+    int count[VF_N_RULES][3];  /* per rule, the prompts it judged OK, FAIL and not checked (vf_verdict's order) */
 } vf_report;
 
 /*
@@ -141,6 +148,12 @@ double vf_threshold(int head_dim);
 
 /* "1,2,3" as ids (malloc'd): 0, or -1 for anything else (a sign, a gap, a trailing comma). */
 int vf_parse_ids(const char *list, int32_t **out, int *n);
+
+/* r->verdict and r->count[][] from its prompts' rule outcomes. */
+void vf_report_tally(vf_report *r);
+
+/* The Markdown report, laid out as mlir-air's report.py lays out theirs, with ours beside (markdown.c). */
+int vf_write_md(const vf_report *r, const char *path, gm_status *st);
 
 /* The HTML page: self-contained, inline SVG, nothing fetched (html.c). */
 int vf_write_html(const vf_report *r, const char *path, gm_status *st);

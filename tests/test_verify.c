@@ -809,3 +809,96 @@ Test(verify, on_the_fly_with_the_prompt_options_computes_the_reference_for_those
     free(out);
     free(err);
 }
+
+/* ---------------------------------------------------------------------- */
+/* mlir-air's NPU capture (--gate-phase capture-npu --gate-file F) as the candidate */
+
+/* verify_cases.py gate: ref's choices as their gate file work/<name>, changed by mode */
+static char *gate_file(const char *ref, const char *name, const char *mode)
+{
+    char cmd[16384], *path = malloc(4400), *err = NULL;
+    snprintf(path, 4400, "%s/%s", work, name);
+    snprintf(cmd, sizeof cmd, PY " gate '%s' '%s' %s", ref, path, mode);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    return path;
+}
+
+Test(verify, their_gate_file_gets_the_verdict_the_rules_give)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL);
+    static const struct { const char *name, *mode; int pass; } cases[] = {
+        {"same.json", "same", 1}, {"inside.json", "inside 3", 1}, {"outside.json", "outside 3", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *cand = gate_file(ref, cases[i].name, cases[i].mode), *err = NULL;
+        assert_as_the_rules_say(ref, cand, cases[i].name);
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, cand, &r, &err), cases[i].pass ? 0 : 1, "%s: %s", cases[i].name, err);
+        const char *unchecked = str_at(prompt0(r), "not_checked", NULL);
+        cr_expect(strstr(unchecked, "a gate file holds none") && strstr(unchecked, "a gate file holds no layers"),
+                  "%s: %s", cases[i].name, unchecked);
+        cJSON_Delete(r);
+        free(err);
+        free(cand);
+    }
+    free(ref);
+}
+
+Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL);
+    static const struct { const char *name, *mode, *want; } cases[] = {
+        {"drop.json", "drop-prompt", "drop.json: prompts: expected 1 (the reference's), found 0"},
+        {"short.json", "short", "short.json: \"0\".chosen: expected 32 steps (the reference's, at most the gate's 32), "
+                                "found 31"},
+        {"narrow.json", "narrow", "narrow.json: \"0\".topk[0]: expected a row of at least 5 ids (their k), found 4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *cand = gate_file(ref, cases[i].name, cases[i].mode), *err = NULL;
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, cand, &r, &err), 2, "%s", cases[i].name);
+        cr_expect(strstr(err, cases[i].want) && tu_lines(err) == 1, "%s: %s", cases[i].name, err);
+        cJSON_Delete(r);
+        free(err);
+        free(cand);
+    }
+    /* not their format at all, and an id outside the vocabulary */
+    static const struct { const char *text, *want; } bad[] = {
+        {"[1, 2]", "expected a JSON object of prompts \"0\", \"1\", ..."},
+        {"{\"0\": {\"chosen\": [1], \"topk\": [[1, 2, 3, 4, 384]]}}", "\"0\".topk[0][4]: expected a token id in [0, 384)"},
+        {"{\"1\": {\"chosen\": [], \"topk\": []}}", "\"0\": missing (the reference's prompt 0 of 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[4400], *err = NULL;
+        snprintf(path, sizeof path, "%s/bad%zu.json", work, i);
+        tu_write(path, bad[i].text, strlen(bad[i].text));
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, path, &r, &err), 2, "%s", bad[i].text);
+        cr_expect(strstr(err, bad[i].want) && tu_lines(err) == 1, "%s: %s", bad[i].text, err);
+        cJSON_Delete(r);
+        free(err);
+    }
+    free(ref);
+}
+
+Test(verify, a_gate_file_with_the_reference_computed_on_the_fly)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), *cand = gate_file(ref, "same.json", "same"), *toks = tg_tokens_arg(
+        "qwen2_tied"), cmd[16384], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' --model qwen2_tied %s '%s'", GM_PHASE0,
+             GM_SHARED_DIR, toks, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "verify: PASS") && strstr(out, "computed now from"), "%s", out);
+    free(out);
+    free(err);
+    /* a gate file names no model: with seven built in, --model says which */
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' %s '%s'", GM_PHASE0, GM_SHARED_DIR, toks,
+             cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "a gate file names no model: give --model ID") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    free(toks);
+    free(cand);
+    free(ref);
+}

@@ -10,7 +10,15 @@ code (docs/verify.md).
       outside STEP    at STEP the candidate picks the reference's 8th token
       ids-only        only tokens.npy and ids.npy
       not-first STEP  at STEP the candidate's chosen id is its top-k row's 2nd, the row unchanged
-  verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout
+  verify_cases.py gate REF OUT.json MODE [ARG]   OUT.json: REF's choices as mlir-air's verify_runner.py
+      --gate-phase capture-npu --gate-file writes them ({"0": {"chosen": [32], "topk": [32 x 5]}, ...})
+      same            unchanged
+      inside STEP, outside STEP   as for make
+      drop-prompt     the last prompt left out
+      short           each prompt's last step left out
+      narrow          rows of 4 ids
+  verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout (CAND a bundle
+                                            or a gate file)
 """
 import json
 import os
@@ -106,6 +114,34 @@ def make(ref, out, mode, arg):
             sys.exit("unknown mode " + mode)
 
 
+def gate(ref, out, mode, arg):
+    data = {}
+    for i, name in enumerate(prompts(ref)):
+        d = os.path.join(ref, name)
+        ids, top = np.load(os.path.join(d, "ids.npy"))[:GATE_N], np.load(os.path.join(d, "topk_ids.npy"))[:GATE_N]
+        top = top[:, :GATE_K].copy()
+        if mode in ("inside", "outside"):
+            step = int(arg)
+            full = np.load(os.path.join(d, "topk_ids.npy"))
+            pick = full[step, 1] if mode == "inside" else full[step, 7]
+            ids[step] = pick
+            if mode == "inside":  # its pick first, the reference's second
+                top[step, 0], top[step, 1] = full[step, 1], full[step, 0]
+            else:  # its pick first, then ids of neither side's choice
+                rest = [x for x in full[step] if x != pick and x != full[step, 0]]
+                top[step] = np.array([pick] + rest[: GATE_K - 1], dtype=top.dtype)
+        elif mode == "short":
+            ids, top = ids[:-1], top[:-1]
+        elif mode == "narrow":
+            top = top[:, :4]
+        elif mode not in ("same", "drop-prompt"):
+            sys.exit("unknown gate mode " + mode)
+        data[str(i)] = {"chosen": [int(x) for x in ids], "topk": [[int(x) for x in row] for row in top]}
+    if mode == "drop-prompt":
+        del data[str(len(data) - 1)]
+    json.dump(data, open(out, "w"))
+
+
 def gate_rows(d):
     """Each step's top-5, in the rule's order (logit descending, the smaller id first) when logits are there."""
     path = os.path.join(d, "topk_ids.npy")
@@ -138,13 +174,18 @@ def expect(ref, cand):
     thr = 0.99 if hd <= 64 else 0.98 if hd <= 128 else 0.97
     out = {"prompts": []}
     fail = False
-    for name in prompts(ref):
+    gate_file = json.load(open(cand)) if os.path.isfile(cand) else None
+    for i, name in enumerate(prompts(ref)):
         R, C = os.path.join(ref, name), os.path.join(cand, name)
         p = {"name": name}
         rids = np.load(os.path.join(R, "ids.npy"))
-        rtop, ctop = gate_rows(R), gate_rows(C)
-        cpath = os.path.join(C, "ids.npy")
-        cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
+        rtop = gate_rows(R)
+        if gate_file is not None:  # the i-th prompt of the prompts file: its chosen ids and top-k
+            cids, ctop = np.array(gate_file[str(i)]["chosen"]), np.array(gate_file[str(i)]["topk"])[:, :GATE_K]
+        else:
+            ctop = gate_rows(C)
+            cpath = os.path.join(C, "ids.npy")
+            cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
         n = min(len(rids), len(cids), GATE_N)
         verdict, diverge, ranks = "OK", None, (None, None)
         for s in range(n):
@@ -164,7 +205,7 @@ def expect(ref, cand):
         p["test_chosen_rank_in_ref"], p["ref_chosen_rank_in_test"] = ranks
         fail |= verdict == "FAIL"
         lpath = os.path.join(C, "layers.npy")
-        if os.path.exists(lpath):
+        if gate_file is None and os.path.exists(lpath):
             rl, cl = np.load(os.path.join(R, "layers.npy")), np.load(lpath)
             rows = [(rl[i], cl[i]) for i in range(len(rl))]
             if os.path.exists(os.path.join(C, "final_norm.npy")):
@@ -189,5 +230,7 @@ def expect(ref, cand):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+    elif sys.argv[1] == "gate":
+        gate(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
     else:
         expect(sys.argv[2], sys.argv[3])

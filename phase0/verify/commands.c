@@ -86,7 +86,7 @@ typedef struct prompt_opts {
     int max;            /* --max-prompts N: the first N; 0 all */
 } prompt_opts;
 
-enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD };
+enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD, OPT_MODEL };
 
 #define PROMPT_LONGOPTS                                                                                                \
     {"prompt-style", required_argument, 0, OPT_STYLE}, {"prompts-file", required_argument, 0, OPT_FILE},              \
@@ -320,39 +320,66 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
 static const char verify_usage[] =
     "usage: phase0 verify REF CAND [--tokenizer FILE] [--max-prompts N] [--no-strict] [--json] [--md FILE]\n"
     "                     [--html FILE]\n"
-    "       phase0 verify --weights DIR CAND [--prompt-style S | --prompts-file F | --prompt TEXT]\n"
-    "                     [--max-prompts N] [--no-strict] [--json] [--md FILE] [--html FILE]\n"
+    "       phase0 verify --weights DIR CAND [--model ID] [--prompt-style S | --prompts-file F | --prompt TEXT |\n"
+    "                     --tokens LIST] [--max-prompts N] [--no-strict] [--json] [--md FILE] [--html FILE]\n"
     "\n"
-    "Compare a candidate bundle (an NPU pipeline's outputs, docs/verify.md) with the reference: the\n"
-    "top-5 token-set gate over 32 greedy steps, the per-layer cosine lens, and Phase 2's single-block\n"
-    "gate on layer 0. With --weights the reference is computed on the fly: for the candidate's own prompt\n"
-    "tokens, or for the prompts that --prompt-style, --prompts-file or --prompt choose (as capture's).\n"
+    "Compare a candidate with the reference: the top-5 token-set gate over 32 greedy steps, the per-layer\n"
+    "cosine lens, and Phase 2's single-block gate on layer 0 (docs/verify.md). CAND is a bundle (an NPU\n"
+    "pipeline's outputs as .npy), or the JSON file mlir-air's verify_runner.py --gate-phase capture-npu\n"
+    "--gate-file F writes (each prompt's chosen ids and top-k, keyed by its index in the prompts file:\n"
+    "REF captured from the same prompts). With --weights the reference is computed on the fly: for the\n"
+    "candidate bundle's own prompt tokens, or for the prompts --prompt-style, --prompts-file, --prompt or\n"
+    "--tokens choose (as capture's; a gate file's by default the canonical ones of --prompt-style).\n"
     "  --tokenizer FILE   shows the generated texts, not only ids (default with --weights: DIR/tokenizer.json)\n"
     "  --max-prompts N    judge the first N prompts (0, the default: all)\n"
+    "  --model ID         with --weights and a gate file: the model (default: the one built in, if one)\n"
     "  --no-strict        a FAIL is reported, and the exit status is 0 (as mlir-air's verify --no-strict)\n"
     "  --json             the report as JSON on stdout (with mlir-air's topk_checks and summary)\n"
     "  --md FILE          the report as Markdown, laid out as mlir-air's report.py lays out theirs\n"
     "  --html FILE        a self-contained page: the texts side by side, the cosine plots\n"
     "exit status: 0 every gate holds (or --no-strict); 1 a gate failed; 2 usage or bad input; 4 file system error\n";
 
-/* The reference for the candidate, computed now into a fresh folder beside it (*made: remove it after). */
-static int reference_now(const char *prog, const prompt_opts *po, const char *weights, const char *cand,
-                         const gm_model_entry *const *models, const char *(*canonical)(const char *), char *ref,
-                         size_t size, int *made, gm_status *st)
+/* The model of a gate file, which names none: --model ID, or the one model the program has. */
+static const gm_model_entry *gate_model(const char *cand, const char *id, const gm_model_entry *const *models,
+                                        gm_status *st)
 {
-    vf_manifest cm;
-    if (vf_manifest_read(cand, &cm, st))
+    int n = 0;
+    GM_FOR_EACH_MODEL(e, models)
+        n++;
+    if (id || n != 1) {
+        const gm_model_entry *e = id ? gm_registry_find(models, id) : NULL;
+        if (!e)
+            gm_fail(st, GM_EUSAGE, "%s: a gate file names no model: %s", cand,
+                    id ? "--model names none that is built in (phase0 --list)" : "give --model ID (phase0 --list)");
+        return e;
+    }
+    return models[0];
+}
+
+/*
+** The reference for the candidate, computed now into a fresh folder beside it
+** (*made: remove it after): for the prompts the options choose, or, for a
+** bundle without them, for its own prompt tokens.
+*/
+static int reference_now(const char *prog, const prompt_opts *po, const char *model, const char *weights,
+                         const char *cand, const gm_model_entry *const *models, const char *(*canonical)(const char *),
+                         char *ref, size_t size, int *made, gm_status *st)
+{
+    vf_manifest cm = {0};
+    struct stat sb;
+    const int gate = stat(cand, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (!gate && vf_manifest_read(cand, &cm, st))
         return st->code;
-    const gm_model_entry *e = gm_registry_find(models, cm.model);
+    const gm_model_entry *e = gate ? gate_model(cand, model, models, st) : gm_registry_find(models, cm.model);
     vf_prompt_in in[VF_MAX_PROMPTS] = {{0}};
     int n = 0;
     /* the gate walks VF_GATE_N_TOKENS steps: the reference needs no more than that */
     const int steps = cm.steps > 0 && cm.steps < VF_GATE_N_TOKENS ? cm.steps : VF_GATE_N_TOKENS;
-    if (!e)
+    if (!e && !gate)
         gm_fail(st, GM_EFORMAT, "%s/manifest.json: model: \"%s\" is not built in", cand, cm.model);
-    else if (po->style || po->file || po->text) /* the prompts the options choose: p000, p001, ... */
+    if (e && (gate || po->style || po->file || po->text || po->tokens)) /* the prompts the options choose: p000, ... */
         gather_prompts(prog, po, e, weights, canonical, in, &n, st);
-    else /* the candidate's own prompts, in its folders */
+    else if (e) /* the candidate's own prompts, in its folders */
         for (int i = 0; !st->code && i < cm.n_prompts && (po->max == 0 || i < po->max); i++, n++) {
             int64_t sh[1] = {-1};
             in[i].ids = vf_load(cand, cm.names[i], "tokens.npy", GM_NPY_I4, 1, sh, st);
@@ -379,14 +406,15 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     static const struct option longopts[] = {
         {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'}, {"weights", required_argument, 0, 'w'},
         {"tokenizer", required_argument, 0, 'T'}, PROMPT_LONGOPTS, {"no-strict", no_argument, 0, OPT_NO_STRICT},
-        {"md", required_argument, 0, OPT_MD},
+        {"md", required_argument, 0, OPT_MD}, {"model", required_argument, 0, OPT_MODEL},
+        {"tokens", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *prog = "phase0 verify", *html = NULL, *md = NULL, *weights = NULL, *tokenizer = NULL;
+    const char *prog = "phase0 verify", *html = NULL, *md = NULL, *weights = NULL, *tokenizer = NULL, *model = NULL;
     char tpath[4200] = "", ref_label[4300] = "";
     prompt_opts po = {0};
     int json = 0, strict = 1, c, taken;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":jH:w:m:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":jH:w:m:t:h", longopts, NULL)) != -1) {
         if ((taken = prompt_option(prog, c, optarg, &po)) != 0) {
             if (taken < 0)
                 return EXIT_USAGE;
@@ -399,6 +427,7 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         case 'T': tokenizer = optarg; break;
         case OPT_NO_STRICT: strict = 0; break;
         case OPT_MD: md = optarg; break;
+        case OPT_MODEL: model = optarg; break;
         case 'h': fputs(verify_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
         }
@@ -407,9 +436,9 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         fprintf(stderr, "%s: expected REF CAND, or --weights DIR CAND; see phase0 verify --help\n", prog);
         return EXIT_USAGE;
     }
-    if (!weights && (po.style || po.file || po.text)) {
-        fprintf(stderr, "%s: --prompt-style, --prompts-file and --prompt choose the prompts a reference is computed "
-                "for: they need --weights DIR (REF holds its own)\n", prog);
+    if (!weights && (po.style || po.file || po.text || po.tokens || model)) {
+        fprintf(stderr, "%s: --prompt-style, --prompts-file, --prompt, --tokens and --model choose what a reference is "
+                "computed for: they need --weights DIR (REF holds its own)\n", prog);
         return EXIT_USAGE;
     }
     if (prompt_conflict(prog, &po))
@@ -420,7 +449,7 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     vf_report r = {0};
     int code, made_ref = 0;
     if (weights)
-        reference_now(prog, &po, weights, cand, models, canonical, ref, sizeof ref, &made_ref, &st);
+        reference_now(prog, &po, model, weights, cand, models, canonical, ref, sizeof ref, &made_ref, &st);
     else
         snprintf(ref, sizeof ref, "%s", argv[optind]);
     if (weights) { /* the model's own tokenizer, beside its weights */

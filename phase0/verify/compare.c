@@ -1,9 +1,10 @@
 /*
 ** phase0 verify's comparison: for each prompt of the reference, what each
-** bundle holds for it is read into a `side` (NULL where a file is absent),
-** measured (the token walk, the lens) into a vf_prompt, and judged by every
-** rule of vf_rules[] (rules.c). What the candidate did not allow to check is
-** said, not failed.
+** side holds for it (a bundle's files, or a gate file's member for the
+** candidate) is read into a `side` (NULL where a file is absent), measured
+** (the token walk, the lens) into a vf_prompt, and judged by every rule of
+** vf_rules[] (rules.c). What the candidate did not allow to check is said,
+** not failed.
 */
 #include "internal.h"
 
@@ -194,9 +195,32 @@ static int measure_lens(const side *ref, const side *cand, int L, int T, int H, 
 
 /* ---------------------------------------------------------------------- */
 
-/* One prompt: what both bundles hold for it, read, measured and judged. */
-static int verify_prompt(const char *ref, const char *cand, const vf_manifest *rm, int i, const gm_tokenizer *tok,
-                         vf_prompt *p, gm_status *st)
+/* dup of n ids (NULL when out of memory) */
+static int32_t *copy_ids(const int32_t *ids, size_t n)
+{
+    int32_t *c = malloc(sizeof *c * (n ? n : 1));
+    if (c)
+        memcpy(c, ids, sizeof *c * n);
+    return c;
+}
+
+/* The candidate's side from prompt i of a gate file: its steps must be the reference's (at most the gate's). */
+static int gate_side(const char *cand, const vf_gate_prompt *g, int i, const side *ref, side *c, gm_status *st)
+{
+    const int64_t want = ref->n_ids < VF_GATE_N_TOKENS ? ref->n_ids : VF_GATE_N_TOKENS;
+    if (g->steps != want)
+        return gm_fail(st, GM_EFORMAT, "%s: \"%d\".chosen: expected %lld steps (the reference's, at most the gate's "
+                       "%d), found %d", cand, i, (long long)want, VF_GATE_N_TOKENS, g->steps);
+    c->n_ids = c->n_rows = g->steps;
+    if (!(c->ids = copy_ids(g->chosen, (size_t)g->steps)) ||
+        !(c->rows = copy_ids(g->topk, (size_t)g->steps * VF_GATE_K)))
+        return gm_fail(st, GM_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* One prompt: what both sides hold for it (gp: the candidate's gate file member, NULL for a bundle), read, measured and judged. */
+static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt *gp, const vf_manifest *rm, int i,
+                         const gm_tokenizer *tok, vf_prompt *p, gm_status *st)
 {
     const char *name = rm->names[i];
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -209,7 +233,7 @@ static int verify_prompt(const char *ref, const char *cand, const vf_manifest *r
     snprintf(dir, sizeof dir, "%s/%s", cand, name);
     struct stat sb;
     int64_t tsh[1] = {-1};
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    if (!gp && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
         gm_fail(st, GM_EFORMAT, "%s: missing: the candidate has no folder for prompt %s", dir, name);
         goto out;
     }
@@ -223,22 +247,30 @@ static int verify_prompt(const char *ref, const char *cand, const vf_manifest *r
         gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: shape: expected at least one token, found none", ref, name);
         goto out;
     }
-    if (!(c.tokens = vf_load(cand, name, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
+    if (!gp && !(c.tokens = vf_load(cand, name, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
         goto out;
     if (c.tokens && memcmp(c.tokens, r.tokens, sizeof *r.tokens * (size_t)tsh[0]) != 0) {
         gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, name);
         goto out;
     }
-    if (load_choices(ref, name, &r, st) || load_choices(cand, name, &c, st))
+    if (load_choices(ref, name, &r, st))
         goto out;
     if (!r.ids || !r.rows) {
         gm_fail(st, GM_EFORMAT, "%s/%s: the reference lacks ids.npy or topk_ids.npy", ref, name);
         goto out;
     }
-    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
-        load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, r.final_norm != NULL, &c, st))
+    if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, name, &c, st))
         goto out;
-    if (measure_tokens(&r, &c, tok, p, st) || measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st))
+    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
+        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, r.final_norm != NULL, &c, st)))
+        goto out;
+    if (measure_tokens(&r, &c, tok, p, st))
+        goto out;
+    if (gp) /* mlir-air's NPU capture: ids and top-k, nothing else */
+        add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (a gate file holds none: the reference's "
+                 "are taken, captured from the same prompts file); the lens and the Phase 2 block gate (a gate file "
+                 "holds no layers)");
+    else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st))
         goto out;
     vf_judge(p);
 out:
@@ -272,7 +304,10 @@ static int same_model(const vf_manifest *r, const vf_manifest *c, const char *ca
 int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_report *r, gm_status *st)
 {
     const char *tokenizer = o->tokenizer;
-    vf_manifest rm, cm;
+    vf_manifest rm, cm = {0};
+    vf_gate_file gf = {0};
+    struct stat sb;
+    const int gate = stat(cand, &sb) == 0 && S_ISREG(sb.st_mode); /* a file: mlir-air's NPU capture */
     memset(r, 0, sizeof *r);
     if (vf_manifest_read(ref, &rm, st))
         return st->code;
@@ -285,15 +320,15 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
             return gm_fail(st, GM_EFORMAT, "%s/manifest.json: %s: missing or 0 (a reference gives its shapes)", ref,
                            need[i].key);
         }
-    if (vf_manifest_read(cand, &cm, st)) {
+    const int n = o->max_prompts > 0 && o->max_prompts < rm.n_prompts ? o->max_prompts : rm.n_prompts;
+    if (gate ? vf_gate_file_read(cand, n, o->max_prompts > 0, rm.vocab, &gf, st) : vf_manifest_read(cand, &cm, st)) {
         vf_manifest_free(&rm);
         return st->code;
     }
     gm_tokenizer *tok = NULL; /* for the generated texts: without one the report shows ids */
-    struct stat sb;
     if (tokenizer && stat(tokenizer, &sb) == 0 && gm_tokenizer_load(&tok, tokenizer, st))
         goto out;
-    if (same_model(&rm, &cm, cand, st))
+    if (!gate && same_model(&rm, &cm, cand, st))
         goto out;
     snprintf(r->model, sizeof r->model, "%s", rm.model);
     snprintf(r->ref_commit, sizeof r->ref_commit, "%s", rm.commit);
@@ -301,14 +336,13 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
     snprintf(r->cand_label, sizeof r->cand_label, "%s", cand);
     snprintf(r->ref_label, sizeof r->ref_label, "%s", o->ref_label ? o->ref_label : ref);
     r->head_dim = rm.head_dim;
-    const int n = o->max_prompts > 0 && o->max_prompts < rm.n_prompts ? o->max_prompts : rm.n_prompts;
     if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) {
         gm_fail(st, GM_ENOMEM, "out of memory");
         goto out;
     }
     for (int i = 0; i < n; i++) {
         r->n_prompts = i + 1;
-        if (verify_prompt(ref, cand, &rm, i, tok, &r->prompts[i], st))
+        if (verify_prompt(ref, cand, gate ? &gf.p[i] : NULL, &rm, i, tok, &r->prompts[i], st))
             goto out;
     }
     vf_report_tally(r);
@@ -316,6 +350,7 @@ out:
     gm_tokenizer_free(tok);
     vf_manifest_free(&rm);
     vf_manifest_free(&cm);
+    vf_gate_file_free(&gf);
     return st->code;
 }
 

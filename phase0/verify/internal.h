@@ -1,7 +1,8 @@
 /*
 ** What the files of phase0/verify/ share among themselves (verify.h is what
-** phase0.c and the tests see): a bundle's files (bundle.c), capture
-** (capture.c), the comparison (compare.c) and the text and JSON reports.
+** phase0.c and the tests see): a bundle's files (bundle.c), mlir-air's NPU
+** capture (gatefile.c), capture (capture.c), the comparison (compare.c) and
+** the text, JSON and Markdown reports.
 */
 #ifndef GM_PHASE0_VERIFY_INTERNAL_H
 #define GM_PHASE0_VERIFY_INTERNAL_H
@@ -61,6 +62,28 @@ const char *vf_prompt_name(const vf_prompt_in *in, int i, char *buf, size_t size
 int vf_manifest_write(const char *dir, const gm_model_entry *e, const rt_model *m, const char *weights, int steps,
                       const vf_prompt_in *in, int n, int f32, gm_status *st);
 
+/* ---------------------------------------------------------------- gatefile.c */
+
+/* One prompt of mlir-air's NPU capture: `steps` chosen ids and each step's top-k (its first VF_GATE_K ids). */
+typedef struct vf_gate_prompt {
+    int steps;
+    int32_t *chosen;  /* [steps] */
+    int32_t *topk;    /* [steps][VF_GATE_K] */
+} vf_gate_prompt;
+
+typedef struct vf_gate_file {
+    int n;
+    vf_gate_prompt *p;  /* p[i]: member "i" */
+} vf_gate_file;
+
+/*
+** The file verify_runner.py --gate-phase capture-npu --gate-file F writes:
+** prompts "0" .. "n-1" (exactly n of them; with at_least, n or more), ids in
+** [0, vocab). Anything else is one line naming the file and the field.
+*/
+int vf_gate_file_read(const char *path, int n, int at_least, int vocab, vf_gate_file *g, gm_status *st);
+void vf_gate_file_free(vf_gate_file *g);
+
 /* ---------------------------------------------------------------- capture.c */
 
 typedef struct vf_capture_opts {
@@ -81,7 +104,7 @@ typedef struct vf_verify_opts {
     const char *ref_label; /* what the reports call the reference (NULL: its folder) */
 } vf_verify_opts;
 
-/* The candidate bundle cand against the reference bundle ref. */
+/* The candidate cand, a bundle or a gate file (gatefile.c), against the reference bundle ref. */
 int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_report *r, gm_status *st);
 
 /* ---------------------------------------------------------------- text.c, json.c, markdown.c */

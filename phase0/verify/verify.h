@@ -7,6 +7,7 @@
 ** How the folder is cut (phase0/verify/):
 **   rules.c     the rules: pure functions of arrays in memory, and vf_rules[], the table every report loops over
 **   bundle.c    a bundle's files: paths, .npy in and out, manifest.json
+**   gatefile.c  mlir-air's NPU capture (verify_runner.py --gate-phase capture-npu --gate-file F) as a candidate
 **   capture.c   the runner's outputs written as a bundle
 **   compare.c   two bundles read and measured into a vf_report
 **   text.c, json.c, markdown.c, html.c   the reports

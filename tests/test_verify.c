@@ -264,6 +264,8 @@ Test(verify, the_reference_computed_on_the_fly_needs_only_the_candidate)
     snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen3_tied' '%s'", GM_PHASE0, GM_SHARED_DIR, ref);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     cr_assert(strstr(out, "verify: PASS"), "%s", out);
+    cr_expect(strstr(out, "the ops lens (36 of the reference's 36 op outputs)"), "the ops of the layers the candidate "
+              "has, computed too:\n%s", out);
     free(out);
     free(err);
     free(ref);
@@ -899,6 +901,119 @@ Test(verify, a_gate_file_with_the_reference_computed_on_the_fly)
     free(out);
     free(err);
     free(toks);
+    free(cand);
+    free(ref);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the ops inside the blocks (capture --ops) */
+
+Test(verify, the_ops_capture_of_every_golden_family_against_a_float64_numpy_forward)
+{
+    /* every golden (Llama, Llama 3's RoPE scaling, an F32 checkpoint, Mistral's MQA, Qwen2's bias, Qwen3's q/k
+       norm), every op of every layer, in bf16 and in f32 */
+    char cmd[32768], *out = NULL, *err = NULL;
+    int k = snprintf(cmd, sizeof cmd, "/usr/bin/python3 " GM_SOURCE_DIR "/tests/ops_reference.py");
+    for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s-bf16", goldens[i]);
+        char *b = capture(goldens[i], name, "--ops all --steps 1");
+        snprintf(name, sizeof name, "%s-f32", goldens[i]);
+        char *f = capture(goldens[i], name, "--ops all --steps 1 --f32");
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " '%s/golden/%s' '%s' '%s/golden/%s' '%s'", GM_SHARED_DIR,
+                      goldens[i], b, GM_SHARED_DIR, goldens[i], f);
+        /* the manifest names each op with its shape and dtype; Qwen3's norms only where the family has them */
+        cJSON *m = manifest_of(b);
+        const cJSON *ops = cJSON_GetObjectItem(m, "ops"), *op;
+        int q_norm = 0, n = 0;
+        cJSON_ArrayForEach(op, cJSON_GetObjectItem(ops, "list")) {
+            q_norm |= strcmp(str_at(op, "name", NULL), "q_norm") == 0;
+            cr_expect_str_eq(str_at(op, "dtype", NULL), "<f4");
+            cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(op, "shape")), 2);
+            n++;
+        }
+        cr_expect_eq(q_norm, strcmp(goldens[i], "qwen3_tied") == 0, "%s: q_norm", goldens[i]);
+        cr_expect_eq(n, q_norm ? 18 : 16, "%s: the block's ops", goldens[i]);
+        cJSON_Delete(m);
+        free(b);
+        free(f);
+    }
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cJSON *r = cJSON_Parse(out);
+    cr_assert_not_null(r, "%s", out);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "%s", out);
+    cr_expect_geq(cJSON_GetObjectItem(r, "checked")->valueint, 7 * 2 * 2 * 15, "every op of every layer: %s", out);
+    cJSON_Delete(r);
+    free(out);
+    free(err);
+}
+
+Test(verify, ops_chooses_the_layers_and_bad_layers_are_one_line)
+{
+    char *toks = tg_tokens_arg("llama_untied"), cmd[16384], *out = NULL, *err = NULL, path[4400];
+    /* the default: the first and the last layer */
+    char *ref = capture("llama_untied", "default", "--steps 1");
+    snprintf(path, sizeof path, "%s/p000/ops/1", ref);
+    cr_expect(!tu_exists(path), "layer 1 of 3 is neither first nor last");
+    snprintf(path, sizeof path, "%s/p000/ops/2/attn.npy", ref);
+    cr_expect(tu_exists(path), "the last layer's ops");
+    free(ref);
+    ref = capture("llama_untied", "one", "--steps 1 --ops 1");
+    snprintf(path, sizeof path, "%s/p000/ops/0", ref);
+    cr_expect(!tu_exists(path));
+    snprintf(path, sizeof path, "%s/p000/ops/1/swiglu.npy", ref);
+    cr_expect(tu_exists(path));
+    free(ref);
+    ref = capture("llama_untied", "none", "--steps 1 --ops none");
+    snprintf(path, sizeof path, "%s/p000/ops", ref);
+    cr_expect(!tu_exists(path));
+    cJSON *m = manifest_of(ref);
+    cr_expect_null(cJSON_GetObjectItem(m, "ops"));
+    cJSON_Delete(m);
+    free(ref);
+    static const char *const bad[] = {"3", "first,x", "-1", "1,", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --ops '%s' --out "
+                 "'%s/bad'", GM_PHASE0, GM_SHARED_DIR, toks, bad[i], work);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "--ops '%s'", bad[i]);
+        cr_expect(strstr(err, "--ops: expected layers in [0, 2]") && tu_lines(err) == 1, "%s", err);
+        free(out);
+        free(err);
+    }
+    free(toks);
+}
+
+Test(verify, a_perturbed_op_is_named_first_in_every_report)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), *cand = perturbed(ref, "cand", "op-noise", "0/swiglu/0.5");
+    char cmd[16384], *out = NULL, *err = NULL, md[4400], html[4400];
+    snprintf(md, sizeof md, "%s/r.md", work);
+    snprintf(html, sizeof html, "%s/r.html", work);
+    /* the ops lens is a diagnosis: the block's output is the reference's, every gate holds */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --md '%s' --html '%s'", GM_PHASE0, ref, cand, md, html);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "first op whose per-position cosine falls below 0.99: layer 0 swiglu"), "%s", out);
+    cr_expect(strstr(out, "layer 0 down") && strstr(out, "layer 1 output"), "every op of layers 0 and 1:\n%s", out);
+    free(out);
+    free(err);
+    cJSON *r;
+    cr_assert_eq(verify_json(ref, cand, &r, &err), 0, "%s", err);
+    cr_expect_str_eq(str_at(prompt0(r), "first_op_below_threshold", NULL), "layer 0 swiglu");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(prompt0(r), "ops")), 2 * 16);
+    cJSON_Delete(r);
+    free(err);
+    char *page = tu_read(md, NULL);
+    cr_expect(page && strstr(page, "First op whose per-position cosine falls below 0.99: layer 0 swiglu"), "%s", page);
+    cr_expect(page && strstr(page, "| layer 0 swiglu (first low) |"), "%s", page);
+    free(page);
+    page = tu_read(html, NULL);
+    cr_assert_not_null(page);
+    cr_expect(strstr(page, "is below the threshold: layer 0 swiglu</p>"), "the HTML names it");
+    int plots = 0;
+    for (const char *q = page; (q = strstr(q, "<svg class=\"ops-plot\"")); q++)
+        plots++;
+    cr_expect_eq(plots, 2, "one plot of the ops of each layer captured");
+    free(page);
     free(cand);
     free(ref);
 }

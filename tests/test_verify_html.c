@@ -22,6 +22,7 @@ enum { T = 6, ROWS = 4, STEPS = 8, DIVERGE = 5 };
 static double pos_cos[ROWS][T];
 static int32_t ids0[STEPS], ids1_ref[STEPS], ids1_cand[STEPS];
 static vf_layer layers[ROWS];
+static vf_layer ops[4]; /* layers 0 and 1, attn_norm and swiglu each; layer 1's swiglu the first low */
 static vf_prompt prompts[2];
 static vf_report report;
 static char *dir, *page;
@@ -95,6 +96,16 @@ static void build(void)
     layers[1].max_rel = NAN;
     layers[1].nan = 3;
     pos_cos[1][2] = NAN;
+    for (int k = 0; k < 4; k++) {
+        ops[k] = layers[0];
+        ops[k].layer = k / 2;
+        ops[k].op = k % 2 ? RT_OP_SWIGLU : RT_OP_ATTN_NORM;
+        snprintf(ops[k].name, sizeof ops[k].name, "layer %d %s", k / 2, k % 2 ? "swiglu" : "attn_norm");
+    }
+    ops[3].cos_min = 0.5;
+    p->ops = ops;
+    p->n_ops = 4;
+    p->first_low_op = 3;
 
     /* p001: the gate failed at step 5; no layers; hostile why strings and a hostile, non-UTF-8 decoded text */
     p = &prompts[1];
@@ -268,11 +279,24 @@ static void expect_finite_points(void)
         cr_expect_gt(k, 0);
         n++;
     }
-    cr_expect_eq(n, 3);
+    cr_expect_eq(n, 9, "the lens's three series and each layer of ops' three");
+}
+
+Test(verify_html, ops)
+{
+    cr_expect_eq(count("<svg class=\"ops-plot\""), 2, "one plot for each layer of ops");
+    cr_expect_eq(count("<tr class=\"op\">"), 4);
+    cr_expect_eq(count("is below the threshold: layer 1 swiglu</p>"), 1);
+    cr_expect_eq(count("<h4>layer 1</h4>"), 1);
 }
 
 Test(verify_html, lens)
 {
+    /* the lens is what comes before the ops (Test ops) */
+    const char *ops = strstr(page, "<h3>The ops inside the blocks</h3>");
+    cr_assert_not_null(ops);
+    const size_t cut = (size_t)(ops - page);
+#define count(needle) count_n(page, cut, (needle), 0)
     cr_expect_eq(count("<tr class=\"layer\">"), ROWS);
     cr_expect_eq(count("<svg class=\"cosine-plot\""), 1);
     cr_expect_eq(count("<svg class=\"position-plot\""), 1);
@@ -283,7 +307,7 @@ Test(verify_html, lens)
     cr_expect_eq(count("<line class=\"threshold\""), 1);
     cr_expect_eq(count("<line class=\"first-low\""), 1);
     cr_expect_eq(count("<rect class=\"cell\""), ROWS * T);
-    cr_expect_eq(count("<p class=\"no-lens none\">"), 1, "p001 has no layers");
+    cr_expect_eq(count_n(page, page_len, "<p class=\"no-lens none\">", 0), 1, "p001 has no layers");
     expect_finite_points();
     /* the NaNs: printed as nan in the table, black in the per-position plot */
     cr_expect_eq(count("<td class=\"bad\">nan</td>"), 2, "layer 1's cos_p5 and max_rel");
@@ -294,6 +318,7 @@ Test(verify_html, lens)
     cr_expect_eq(count("<td>0.0015</td>"), ROWS, "mean_abs, %.3g");
     cr_expect_eq(count("final_norm <b class=\"first-low\">"), 0);
     cr_expect_eq(count("layer 2 <b class=\"first-low\">(first low)</b>"), 1);
+#undef count
 }
 
 Test(verify_html, elements_balance)
@@ -333,8 +358,9 @@ Test(verify_html, elements_balance)
     char path[4200], cmd[9000], *out = NULL, *err = NULL;
     snprintf(path, sizeof path, "%s/check.py", dir);
     tu_write(path, script, sizeof script - 1);
-    /* two sections; two plots for the one prompt with layers; the meta, summary, lens and divergence tables */
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=2 table=4 polyline=3 html=1 body=1", path,
+    /* two sections; two plots for the one prompt with layers and one for each layer of its ops; the meta, summary,
+       lens, ops and divergence tables */
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=4 table=5 polyline=9 html=1 body=1", path,
              dir);
     int rc = tu_run(cmd, &out, &err);
     cr_expect_eq(rc, 0, "%s%s", out ? out : "", err ? err : "");

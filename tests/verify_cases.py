@@ -10,6 +10,7 @@ code (docs/verify.md).
       outside STEP    at STEP the candidate picks the reference's 8th token
       ids-only        only tokens.npy and ids.npy
       not-first STEP  at STEP the candidate's chosen id is its top-k row's 2nd, the row unchanged
+      op-noise L/OP/S Gaussian noise of S times its std on layer L's op OP (ops/L/OP.npy)
   verify_cases.py gate REF OUT.json MODE [ARG]   OUT.json: REF's choices as mlir-air's verify_runner.py
       --gate-phase capture-npu --gate-file writes them ({"0": {"chosen": [32], "topk": [32 x 5]}, ...})
       same            unchanged
@@ -108,8 +109,15 @@ def make(ref, out, mode, arg):
             np.save(os.path.join(d, "ids.npy"), ids)
         elif mode == "ids-only":
             for f in os.listdir(d):
-                if f not in ("tokens.npy", "ids.npy"):
+                if f == "ops":
+                    shutil.rmtree(os.path.join(d, f))
+                elif f not in ("tokens.npy", "ids.npy"):
                     os.remove(os.path.join(d, f))
+        elif mode == "op-noise":  # noise of ARG times its std on one op's output, LAYER/NAME
+            layer, name, scale = arg.split("/")
+            f = os.path.join(d, "ops", layer, name + ".npy")
+            x = np.load(f).astype(np.float64)
+            np.save(f, (x + rng.standard_normal(x.shape) * x.std() * float(scale)).astype(np.float32))
         else:
             sys.exit("unknown mode " + mode)
 

@@ -124,6 +124,91 @@ void vf_manifest_free(vf_manifest *m)
 {
     for (int i = 0; i < m->n_prompts; i++)
         free(m->texts[i]);
+    free(m->op_layers);
+    m->op_layers = NULL;
+    m->n_op_layers = 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* the ops inside a block */
+
+const vf_op_info vf_ops[RT_N_OPS] = {
+    [RT_OP_INPUT] = {"input", "the block's input: the residual stream", {NULL}},
+    [RT_OP_ATTN_NORM] = {"attn_norm", "attn_norm(input)", {"input"}},
+    [RT_OP_Q] = {"q_proj", "q after q_proj, with its bias where the family has one", {"attn_norm"}},
+    [RT_OP_K] = {"k_proj", "k after k_proj, with its bias where the family has one", {"attn_norm"}},
+    [RT_OP_V] = {"v_proj", "v after v_proj, with its bias where the family has one", {"attn_norm"}},
+    [RT_OP_Q_NORM] = {"q_norm", "q after the per-head RMSNorm (Qwen3)", {"q_proj"}},
+    [RT_OP_K_NORM] = {"k_norm", "k after the per-head RMSNorm (Qwen3)", {"k_proj"}},
+    [RT_OP_Q_ROPE] = {"q_rope", "q after RoPE", {"q_norm"}},
+    [RT_OP_K_ROPE] = {"k_rope", "k after RoPE", {"k_norm"}},
+    [RT_OP_ATTN] = {"attn", "causal softmax(q k^T / sqrt(head_dim)) v, the heads side by side, before o_proj",
+                    {"q_rope", "k_rope", "v_proj"}},
+    [RT_OP_O_PROJ] = {"o_proj", "o_proj(attn)", {"attn"}},
+    [RT_OP_ATTN_RESIDUAL] = {"attn_residual", "input + o_proj: the residual after attention", {"input", "o_proj"}},
+    [RT_OP_FFN_NORM] = {"ffn_norm", "ffn_norm(attn_residual)", {"attn_residual"}},
+    [RT_OP_GATE] = {"gate", "gate_proj(ffn_norm)", {"ffn_norm"}},
+    [RT_OP_UP] = {"up", "up_proj(ffn_norm)", {"ffn_norm"}},
+    [RT_OP_SWIGLU] = {"swiglu", "silu(gate) * up", {"gate", "up"}},
+    [RT_OP_DOWN] = {"down", "down_proj(swiglu)", {"swiglu"}},
+    [RT_OP_OUTPUT] = {"output", "attn_residual + down: the block's output (layers.npy's row)", {"attn_residual", "down"}},
+};
+
+int vf_op_width(const rt_model *m, rt_op op)
+{
+    const gm_config *c = &m->cfg;
+    const int H = c->emb_dim, Q = c->n_heads * c->head_dim, KV = c->n_kv_heads * c->head_dim, F = c->hidden_dim;
+    switch (op) {
+    case RT_OP_Q_NORM: return m->layers[0].q_norm ? Q : 0;
+    case RT_OP_K_NORM: return m->layers[0].k_norm ? KV : 0;
+    case RT_OP_Q: case RT_OP_Q_ROPE: case RT_OP_ATTN: return Q;
+    case RT_OP_K: case RT_OP_V: case RT_OP_K_ROPE: return KV;
+    case RT_OP_GATE: case RT_OP_UP: case RT_OP_SWIGLU: return F;
+    default: return H;
+    }
+}
+
+void vf_op_path(char *out, size_t size, const char *dir, const char *prompt, int layer, rt_op op)
+{
+    char file[96];
+    snprintf(file, sizeof file, "ops/%d/%s.npy", layer, vf_ops[op].name);
+    vf_path(out, size, dir, prompt, file);
+}
+
+/* The manifest's "ops": its layers and each op's width. */
+static int read_ops(const cJSON *j, vf_manifest *m, const char *path, gm_status *st)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, "ops"), *ls, *list, *x;
+    if (!o || cJSON_IsNull(o))
+        return 0;
+    ls = cJSON_GetObjectItemCaseSensitive(o, "layers");
+    list = cJSON_GetObjectItemCaseSensitive(o, "list");
+    if (!cJSON_IsArray(ls) || !cJSON_IsArray(list))
+        return gm_fail(st, GM_EFORMAT, "%s: ops: expected {\"layers\": [...], \"list\": [...]}", path);
+    if (!(m->op_layers = malloc(sizeof *m->op_layers * (size_t)(cJSON_GetArraySize(ls) + 1))))
+        return gm_fail(st, GM_ENOMEM, "out of memory");
+    cJSON_ArrayForEach(x, ls) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble > 1e6 || (m->n_layers && x->valuedouble >= m->n_layers))
+            return gm_fail(st, GM_EFORMAT, "%s: ops.layers[%d]: expected a layer in [0, %d)", path, m->n_op_layers,
+                           m->n_layers);
+        m->op_layers[m->n_op_layers++] = (int)x->valuedouble;
+    }
+    int i = 0;
+    cJSON_ArrayForEach(x, list) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(x, "name");
+        int op = 0, width = 0;
+        while (op < RT_N_OPS && !(cJSON_IsString(name) && strcmp(name->valuestring, vf_ops[op].name) == 0))
+            op++;
+        if (op == RT_N_OPS)
+            return gm_fail(st, GM_EFORMAT, "%s: ops.list[%d].name: expected an op of the block (input, attn_norm, "
+                           "... output)", path, i);
+        if (json_int(x, "width", 1, &width, path, st))
+            return st->code;
+        m->op_width[op] = width;
+        i++;
+    }
+    return 0;
 }
 
 /* dir/manifest.json: `model` and `prompts` required; the shapes when present. */
@@ -156,6 +241,8 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
         json_int(j, "head_dim", 0, &m->head_dim, path, st);
         json_int(j, "top_k", 0, &m->top_k, path, st);
         json_int(j, "steps", 0, &m->steps, path, st);
+        if (!st->code)
+            read_ops(j, m, path, st);
     }
     const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "prompts");
     if (!st->code && (!cJSON_IsArray(ps) || cJSON_GetArraySize(ps) < 1 || cJSON_GetArraySize(ps) > 256))
@@ -198,8 +285,45 @@ const char *vf_prompt_name(const vf_prompt_in *in, int i, char *buf, size_t size
     return buf;
 }
 
+/* "ops": the layers captured, where each op's file is, and each op the family has: what it reads, its shape */
+static cJSON *ops_json(const rt_model *m, const unsigned char *ops)
+{
+    cJSON *o = cJSON_CreateObject(), *ls = cJSON_CreateArray(), *list = cJSON_CreateArray();
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (ops[l])
+            cJSON_AddItemToArray(ls, cJSON_CreateNumber(l));
+    cJSON_AddItemToObject(o, "layers", ls);
+    cJSON_AddStringToObject(o, "file", "<prompt>/ops/<layer>/<name>.npy");
+    for (int op = 0; op < RT_N_OPS; op++) {
+        const int width = vf_op_width(m, (rt_op)op);
+        if (!width)
+            continue;
+        cJSON *x = cJSON_CreateObject(), *in = cJSON_CreateArray(), *shape = cJSON_CreateArray();
+        cJSON_AddStringToObject(x, "name", vf_ops[op].name);
+        cJSON_AddStringToObject(x, "what", vf_ops[op].what);
+        for (int k = 0; k < 3 && vf_ops[op].inputs[k]; k++) {
+            const char *name = vf_ops[op].inputs[k];
+            /* without Qwen3's norms RoPE reads the projection */
+            if (!m->layers[0].q_norm && strcmp(name, "q_norm") == 0)
+                name = "q_proj";
+            if (!m->layers[0].k_norm && strcmp(name, "k_norm") == 0)
+                name = "k_proj";
+            cJSON_AddItemToArray(in, cJSON_CreateString(name));
+        }
+        cJSON_AddItemToObject(x, "inputs", in);
+        cJSON_AddItemToArray(shape, cJSON_CreateString("n_tokens"));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber(width));
+        cJSON_AddItemToObject(x, "shape", shape);
+        cJSON_AddNumberToObject(x, "width", width);
+        cJSON_AddStringToObject(x, "dtype", "<f4");
+        cJSON_AddItemToArray(list, x);
+    }
+    cJSON_AddItemToObject(o, "list", list);
+    return o;
+}
+
 static cJSON *manifest_json(const gm_model_entry *e, const rt_model *m, const char *weights, int steps,
-                            const vf_prompt_in *in, int n, int f32)
+                            const vf_prompt_in *in, int n, int f32, const unsigned char *ops)
 {
     char tok[32];
     cJSON *j = cJSON_CreateObject(), *ps = cJSON_CreateArray();
@@ -233,14 +357,16 @@ static cJSON *manifest_json(const gm_model_entry *e, const rt_model *m, const ch
         cJSON_AddItemToArray(ps, p);
     }
     cJSON_AddItemToObject(j, "prompts", ps);
+    if (ops)
+        cJSON_AddItemToObject(j, "ops", ops_json(m, ops));
     return j;
 }
 
 int vf_manifest_write(const char *dir, const gm_model_entry *e, const rt_model *m, const char *weights, int steps,
-                      const vf_prompt_in *in, int n, int f32, gm_status *st)
+                      const vf_prompt_in *in, int n, int f32, const unsigned char *ops, gm_status *st)
 {
     char path[4200];
-    cJSON *j = manifest_json(e, m, weights, steps, in, n, f32);
+    cJSON *j = manifest_json(e, m, weights, steps, in, n, f32, ops);
     char *text = j ? cJSON_Print(j) : NULL;
     cJSON_Delete(j);
     vf_path(path, sizeof path, dir, NULL, "manifest.json");

@@ -1,7 +1,9 @@
 /*
 ** phase0 capture: the model's real weights through the runner, each prompt's
 ** prefill and greedy steps written as a bundle (bundle.c) into a temporary
-** folder beside the output, renamed into place when complete.
+** folder beside the output, renamed into place when complete. The ops inside
+** the chosen layers come from the runner's observer (rt_observer) during the
+** prefill, each written as it is made.
 */
 #include "internal.h"
 
@@ -14,8 +16,47 @@
 #include "gm/io.h"
 #include "gm/runner.h"
 
+/* The observer's state: which layers, where their ops go, the first error. */
+typedef struct op_sink {
+    const unsigned char *layers; /* [n_layers] nonzero: capture its ops */
+    int active;                  /* during a prefill only */
+    const char *dir, *prompt;
+    gm_status st;
+} op_sink;
+
+static int sink_wants(void *ctx, int layer)
+{
+    const op_sink *k = ctx;
+    return k->active && k->layers && k->layers[layer];
+}
+
+/* mkdir that may find the folder there */
+static int make_dir(const char *path, gm_status *st)
+{
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", path, strerror(errno));
+    return 0;
+}
+
+static void sink_op(void *ctx, int layer, rt_op op, const float *rows, int n, int width)
+{
+    op_sink *k = ctx;
+    char path[4300], sub[64];
+    if (k->st.code) /* the first error is the one reported */
+        return;
+    snprintf(sub, sizeof sub, "ops/%d", layer);
+    vf_path(path, sizeof path, k->dir, k->prompt, "ops");
+    if (make_dir(path, &k->st))
+        return;
+    vf_path(path, sizeof path, k->dir, k->prompt, sub);
+    if (make_dir(path, &k->st))
+        return;
+    vf_op_path(path, sizeof path, k->dir, k->prompt, layer, op);
+    gm_npy_write(path, GM_NPY_F4, 2, (const int64_t[]){n, width}, rows, &k->st);
+}
+
 static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *in, int steps, const char *dir,
-                          const char *name, gm_status *st)
+                          const char *name, op_sink *sink, gm_status *st)
 {
     const gm_config *c = &m->cfg;
     const int64_t V = c->vocab_size, L = c->n_layers, H = c->emb_dim, T = in->n, K = VF_TOP_K;
@@ -24,8 +65,15 @@ static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *
     if (mkdir(sub, 0755) != 0)
         return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", sub, strerror(errno));
     rt_result res;
-    if (rt_prefill(s, in->ids, in->n, &res, st))
+    *sink = (op_sink){.layers = sink->layers, .active = 1, .dir = dir, .prompt = name}; /* the prefill's ops only */
+    const int failed = rt_prefill(s, in->ids, in->n, &res, st);
+    sink->active = 0;
+    if (failed)
         return st->code;
+    if (sink->st.code) {
+        rt_result_free(&res);
+        return gm_fail(st, sink->st.code, "%s", sink->st.msg);
+    }
     int32_t *ids = malloc(sizeof *ids * (size_t)steps), *top = malloc(sizeof *top * (size_t)(steps * K));
     float *vals = malloc(sizeof *vals * (size_t)(steps * K)), *last = malloc(sizeof *last * (size_t)V);
     if (!ids || !top || !vals || !last) {
@@ -100,15 +148,17 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     int longest = 0;
     for (int i = 0; i < n; i++)
         longest = in[i].n > longest ? in[i].n : longest;
-    const rt_options o = {.precision = co->f32 ? RT_F32 : RT_BF16, .diagnosis = 1, .threads = 0};
+    op_sink sink = {.layers = co->ops};
+    const rt_options o = {.precision = co->f32 ? RT_F32 : RT_BF16, .diagnosis = 1, .threads = 0,
+                          .observer = {sink_wants, sink_op, &sink}};
     if (rt_session_new(&s, &m, &o, longest + co->steps, st))
         goto out;
     for (int i = 0; i < n; i++) {
         char name[16];
-        if (capture_prompt(s, &m, &in[i], co->steps, tmp, vf_prompt_name(in, i, name, sizeof name), st))
+        if (capture_prompt(s, &m, &in[i], co->steps, tmp, vf_prompt_name(in, i, name, sizeof name), &sink, st))
             goto out;
     }
-    if (vf_manifest_write(tmp, e, &m, weights, co->steps, in, n, co->f32, st))
+    if (vf_manifest_write(tmp, e, &m, weights, co->steps, in, n, co->f32, co->ops, st))
         goto out;
     if (!st->code && rename(tmp, out) != 0)
         gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", out, tmp, strerror(errno));

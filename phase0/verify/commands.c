@@ -86,7 +86,7 @@ typedef struct prompt_opts {
     int max;            /* --max-prompts N: the first N; 0 all */
 } prompt_opts;
 
-enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD, OPT_MODEL };
+enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD, OPT_MODEL, OPT_OPS };
 
 #define PROMPT_LONGOPTS                                                                                                \
     {"prompt-style", required_argument, 0, OPT_STYLE}, {"prompts-file", required_argument, 0, OPT_FILE},              \
@@ -237,13 +237,54 @@ static void free_prompts(vf_prompt_in *in, int n)
 /* ---------------------------------------------------------------------- */
 /* phase0 capture */
 
+/*
+** --ops LAYERS into mask[0..L): a comma list of layer numbers and the words
+** first and last; all; none (then *any is 0). One line on stderr and -1 when
+** it is none of these.
+*/
+static int parse_layers(const char *prog, const char *spec, int L, unsigned char *mask, int *any)
+{
+    memset(mask, 0, (size_t)L);
+    *any = 0;
+    if (strcmp(spec, "none") == 0)
+        return 0;
+    if (strcmp(spec, "all") == 0) {
+        memset(mask, 1, (size_t)L);
+        return *any = 1, 0;
+    }
+    for (const char *p = spec;;) {
+        const size_t n = strcspn(p, ",");
+        char item[32];
+        int l = -1;
+        snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), p);
+        if (strcmp(item, "first") == 0)
+            l = 0;
+        else if (strcmp(item, "last") == 0)
+            l = L - 1;
+        else if (n > 0 && n < 10 && strspn(item, "0123456789") == n)
+            l = atoi(item);
+        if (l < 0 || l >= L) {
+            fprintf(stderr, "%s: --ops: expected layers in [0, %d] (numbers, first, last), all or none, found '%s'\n",
+                    prog, L - 1, spec);
+            return -1;
+        }
+        mask[l] = 1;
+        *any = 1;
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
+}
+
 static const char capture_usage[] =
     "usage: phase0 capture ID --weights DIR [--prompt-style base|instruct | --prompts-file FILE | --prompt TEXT |\n"
-    "                      --tokens LIST] [--max-prompts N] [--steps N] [--f32] [--rope-theta X] --out REF\n"
+    "                      --tokens LIST] [--max-prompts N] [--steps N] [--ops LAYERS] [--f32] [--rope-theta X]\n"
+    "                      --out REF\n"
     "\n"
     "Write the bf16 reference bundle of model ID for verify (docs/verify.md): per prompt the tokens, the\n"
-    "greedy ids of N steps (default 32) with their top-20 ids and logits, the last step's full logits, and\n"
-    "the prefill's layer outputs and final norm, as .npy, with manifest.json.\n"
+    "greedy ids of N steps (default 32) with their top-20 ids and logits, the last step's full logits, the\n"
+    "prefill's layer outputs and final norm, and the output of every op inside the chosen layers (the\n"
+    "test vectors of Phase 1's kernels and Phase 2's block), as .npy, with manifest.json.\n"
     "  --prompt-style S   the canonical prompts, phase0/prompts/S.txt: base or instruct (default: instruct\n"
     "                     for an Instruct or Chat repo, else base; mlir-air's verify defaults to instruct)\n"
     "  --prompts-file F   a file of one prompt a line, read as their verify reads one: each line stripped,\n"
@@ -253,6 +294,8 @@ static const char capture_usage[] =
     "  --prompts X        the same as --prompt-style X for base or instruct, else --prompts-file X\n"
     "  --max-prompts N    the first N prompts (0, the default: all, at most 256)\n"
     "  --steps N          greedy steps (default 32); a prompt runs at most its first 2048 tokens\n"
+    "  --ops LAYERS       the layers whose ops are written, PROMPT/ops/LAYER/OP.npy: numbers and first, last\n"
+    "                     (comma-separated), all or none (default first,last)\n"
     "  --f32              the runner in f32 instead of bf16 (a candidate to compare, not a reference)\n"
     "  --rope-theta X     RoPE with theta X instead of the model's (a wrong candidate, to see verify catch it)\n";
 
@@ -261,8 +304,9 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
     static const struct option longopts[] = {
         {"weights", required_argument, 0, 'w'}, PROMPT_LONGOPTS, {"tokens", required_argument, 0, 't'},
         {"steps", required_argument, 0, 's'}, {"out", required_argument, 0, 'o'}, {"f32", no_argument, 0, 'f'},
-        {"rope-theta", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *prog = "phase0 capture", *weights = NULL, *out = NULL;
+        {"rope-theta", required_argument, 0, 'r'}, {"ops", required_argument, 0, OPT_OPS},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *prog = "phase0 capture", *weights = NULL, *out = NULL, *ops = "first,last";
     prompt_opts po = {0};
     int steps = VF_GATE_N_TOKENS, f32 = 0, c, taken;
     double rope_theta = 0;
@@ -282,6 +326,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         case 'o': out = optarg; break;
         case 'f': f32 = 1; break;
         case 'r': rope_theta = atof(optarg); break;
+        case OPT_OPS: ops = optarg; break;
         case 'h': fputs(capture_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
         }
@@ -297,12 +342,20 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         fprintf(stderr, "%s: no model '%s' is built in\n", prog, argv[optind]);
         return EXIT_USAGE;
     }
+    unsigned char *mask = calloc((size_t)e->n_layers, 1);
+    int any = 0;
+    if (!mask || parse_layers(prog, ops, e->n_layers, mask, &any)) {
+        free(mask);
+        return mask ? EXIT_USAGE : EXIT_IO;
+    }
     vf_prompt_in in[VF_MAX_PROMPTS] = {{0}};
     int n = 0, code = EXIT_PASS;
     gm_status st = {0};
     if (gather_prompts(prog, &po, e, weights, canonical, in, &n, &st) == 0)
-        vf_capture(e, weights, in, n, &(vf_capture_opts){.steps = steps, .f32 = f32, .rope_theta = rope_theta}, out,
-                   &st);
+        vf_capture(e, weights, in, n,
+                   &(vf_capture_opts){.steps = steps, .f32 = f32, .rope_theta = rope_theta, .ops = any ? mask : NULL},
+                   out, &st);
+    free(mask);
     if (st.code) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         code = exit_for(&st);
@@ -390,12 +443,23 @@ static int reference_now(const char *prog, const prompt_opts *po, const char *mo
             in[i].text = cm.texts[i] ? strdup(cm.texts[i]) : NULL;
             snprintf(in[i].name, sizeof in[i].name, "%s", cm.names[i]); /* the reference's folders are the candidate's */
         }
+    /* the ops of the layers the candidate has them of (its first prompt's ops/<layer>/ folders) */
+    unsigned char *ops = e && !gate && cm.n_prompts ? calloc((size_t)e->n_layers, 1) : NULL;
+    int any = 0;
+    for (int l = 0; ops && l < e->n_layers; l++) {
+        char path[4400], sub[32];
+        snprintf(sub, sizeof sub, "ops/%d", l);
+        vf_path(path, sizeof path, cand, cm.names[0], sub);
+        any |= ops[l] = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    }
     /* a name no other folder has (mkdtemp), freed for capture, which builds and renames into it */
     snprintf(ref, size, "%s.ref-XXXXXX", cand);
     if (!st->code && (!mkdtemp(ref) || rmdir(ref) != 0))
         gm_fail(st, GM_EIO, "%s: cannot make a temporary name: %s", ref, strerror(errno));
-    if (!st->code && vf_capture(e, weights, in, n, &(vf_capture_opts){.steps = steps}, ref, st) == 0)
+    if (!st->code && vf_capture(e, weights, in, n, &(vf_capture_opts){.steps = steps, .ops = any ? ops : NULL}, ref,
+                                st) == 0)
         *made = 1;
+    free(ops);
     free_prompts(in, n);
     vf_manifest_free(&cm);
     return st->code;

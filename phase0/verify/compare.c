@@ -181,6 +181,8 @@ static int measure_lens(const side *ref, const side *cand, int L, int T, int H, 
             snprintf(x->name, sizeof x->name, "layer %d", l);
         else
             snprintf(x->name, sizeof x->name, "final_norm");
+        x->layer = l < L ? l : -1;
+        x->op = -1;
         if (vf_lens(a, b, T, H, x, st))
             return st->code;
         if (p->first_low < 0 && (x->cos_min < p->threshold || x->nan))
@@ -190,6 +192,61 @@ static int measure_lens(const side *ref, const side *cand, int L, int T, int H, 
     add_note(p->checked, sizeof p->checked, "the Phase 2 block gate");
     if (!norm)
         add_note(p->unchecked, sizeof p->unchecked, "final_norm (no final_norm.npy)");
+    return 0;
+}
+
+/*
+** The ops lens: each op of each layer the reference captured whose file the
+** candidate holds too, [T][width] on both sides; the first below the
+** threshold named. Reference files are required; the candidate's are what it has.
+*/
+static int measure_ops(const char *ref, const char *cand, const vf_manifest *rm, const char *name, int T,
+                       vf_prompt *p, gm_status *st)
+{
+    int wanted = 0;
+    for (int i = 0; i < rm->n_op_layers; i++)
+        for (int op = 0; op < RT_N_OPS; op++)
+            wanted += rm->op_width[op] > 0;
+    if (!wanted)
+        return 0;
+    if (!(p->ops = calloc((size_t)wanted, sizeof *p->ops)))
+        return gm_fail(st, GM_ENOMEM, "out of memory");
+    for (int i = 0; i < rm->n_op_layers; i++)
+        for (int op = 0; op < RT_N_OPS; op++) {
+            if (!rm->op_width[op])
+                continue;
+            const int l = rm->op_layers[i];
+            char file[96];
+            snprintf(file, sizeof file, "ops/%d/%s.npy", l, vf_ops[op].name);
+            int64_t sh[2] = {T, rm->op_width[op]};
+            float *a = vf_load(ref, name, file, GM_NPY_F4, 2, sh, st), *b = NULL;
+            if (!a && !st->code)
+                gm_fail(st, GM_EFORMAT, "%s/%s/%s: missing from the reference (its manifest lists it)", ref, name,
+                        file);
+            if (!st->code)
+                b = vf_load(cand, name, file, GM_NPY_F4, 2, sh, st);
+            if (a && b) {
+                vf_layer *x = &p->ops[p->n_ops];
+                snprintf(x->name, sizeof x->name, "layer %d %s", l, vf_ops[op].name);
+                x->layer = l;
+                x->op = op;
+                if (vf_lens(a, b, T, rm->op_width[op], x, st) == 0) {
+                    if (p->first_low_op < 0 && (x->cos_min < p->threshold || x->nan))
+                        p->first_low_op = p->n_ops;
+                    p->n_ops++;
+                }
+            }
+            free(a);
+            free(b);
+            if (st->code)
+                return st->code;
+        }
+    char note[128];
+    snprintf(note, sizeof note, "the ops lens (%d of the reference's %d op outputs)", p->n_ops, wanted);
+    if (p->n_ops)
+        add_note(p->checked, sizeof p->checked, note);
+    else
+        add_note(p->unchecked, sizeof p->unchecked, "the ops lens (no ops/ files)");
     return 0;
 }
 
@@ -218,14 +275,14 @@ static int gate_side(const char *cand, const vf_gate_prompt *g, int i, const sid
     return 0;
 }
 
-/* One prompt: what both sides hold for it (gp: the candidate's gate file member, NULL for a bundle), read, measured and judged. */
+/* One prompt: what both sides hold for it, read, measured and judged (gp: a gate file's member, NULL for a bundle). */
 static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt *gp, const vf_manifest *rm, int i,
                          const gm_tokenizer *tok, vf_prompt *p, gm_status *st)
 {
     const char *name = rm->names[i];
     snprintf(p->name, sizeof p->name, "%s", name);
     p->text = rm->texts[i] ? strdup(rm->texts[i]) : NULL;
-    p->walk.diverge = p->first_low = -1;
+    p->walk.diverge = p->first_low = p->first_low_op = -1;
     p->head_dim = rm->head_dim;
     p->threshold = vf_threshold(rm->head_dim);
     side r = {0}, c = {0};
@@ -270,7 +327,8 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
         add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (a gate file holds none: the reference's "
                  "are taken, captured from the same prompts file); the lens and the Phase 2 block gate (a gate file "
                  "holds no layers)");
-    else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st))
+    else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st) ||
+             measure_ops(ref, cand, rm, name, p->n_tokens, p, st))
         goto out;
     vf_judge(p);
 out:
@@ -373,6 +431,9 @@ void vf_report_free(vf_report *r)
         for (int k = 0; p->layers && k < p->n_layers; k++)
             free(p->layers[k].pos_cos);
         free(p->layers);
+        for (int k = 0; p->ops && k < p->n_ops; k++)
+            free(p->ops[k].pos_cos);
+        free(p->ops);
     }
     free(r->prompts);
     memset(r, 0, sizeof *r);

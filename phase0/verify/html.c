@@ -31,6 +31,8 @@
 **         <line class="threshold">, <line class="first-low"> (when there is one)
 **     <svg class="position-plot"> of <rect class="cell">
 **     <table class="lens"> with one <tr class="layer"> per row
+**     <p class="ops-meta">, then per layer whose ops were compared an <svg class="ops-plot"> (the
+**         cosine plot's series over its ops), and <table class="ops"> with one <tr class="op"> per op
 ** Verdict spans read OK, FAIL and "not checked"; a value outside vf_verdict is "unknown", class unchecked.
 */
 #include "verify.h"
@@ -457,15 +459,16 @@ static double fy(const frame *f, double v)
     return f->y1 - (clamp(v, f->lo, f->hi) - f->lo) / (f->hi - f->lo) * (f->y1 - f->y0);
 }
 
-static void put_cosine_plot(FILE *out, const vf_prompt *p)
+/* rows[0..n) of p along x (its lens, or one layer's ops), their cosines along y; the SVG's class cls */
+static void put_cosine_plot(FILE *out, const vf_prompt *p, const vf_layer *rows, int n, int first_low,
+                            const char *cls, const char *label)
 {
-    const int n = p->n_layers;
     const double thr = plot_threshold(p);
     frame f = {n, 1, 1, COS_L, PLOT_W - COS_R, COS_T, COS_H - COS_B};
     /* the y range: from the lowest finite value (cosines clamped to [-1, 1]) or the threshold up to 1, with headroom */
     for (int i = 0; i < n; i++)
         for (size_t s = 0; s < sizeof all_series / sizeof *all_series; s++) {
-            double v = series_value(&p->layers[i], &all_series[s]);
+            double v = series_value(&rows[i], &all_series[s]);
             if (isfinite(v) && clamp(v, -1, 1) < f.lo)
                 f.lo = clamp(v, -1, 1);
         }
@@ -476,9 +479,9 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
     f.hi = 1 + span * 0.03;
 
     fprintf(out,
-            "<svg class=\"cosine-plot\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-            "aria-label=\"per-layer cosine: min, p5 and median over positions\">\n",
-            PLOT_W, COS_H, PLOT_W, COS_H);
+            "<svg class=\"%s\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+            "aria-label=\"%s: min, p5 and median over positions\">\n",
+            cls, PLOT_W, COS_H, PLOT_W, COS_H, label);
     fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#ffffff\" stroke=\"#999999\"/>\n", f.x0,
             f.y0, f.x1 - f.x0, f.y1 - f.y0);
     /* y axis: five ticks across the range */
@@ -497,7 +500,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
         double x = fx(&f, i), y = f.y1 + 12;
         fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" transform=\"rotate(-45 %.2f %.2f)\" text-anchor=\"end\">", x, y, x,
                 y);
-        put_field(out, p->layers[i].name);
+        put_field(out, rows[i].name);
         fputs("</text>\n", out);
     }
     /* the threshold, dashed */
@@ -508,14 +511,14 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
             "%.4g</text>\n",
             f.x0, f.x1, ty, ty, f.x1 - 4, ty - 4, thr);
     /* the first row below it: a vertical line with its name */
-    if (p->first_low >= 0 && p->first_low < n) {
-        double x = fx(&f, p->first_low);
+    if (first_low >= 0 && first_low < n) {
+        double x = fx(&f, first_low);
         fprintf(out,
                 "<line class=\"first-low\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%.2f\" y2=\"%.2f\" stroke=\"#6a1b9a\" "
                 "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>\n<text class=\"first-low\" x=\"%.2f\" y=\"%.2f\" "
                 "fill=\"#6a1b9a\" text-anchor=\"%s\">first low: ",
-                x, x, f.y0, f.y1, x + (p->first_low > n / 2 ? -4 : 4), f.y0 + 12, p->first_low > n / 2 ? "end" : "start");
-        put_field(out, p->layers[p->first_low].name);
+                x, x, f.y0, f.y1, x + (first_low > n / 2 ? -4 : 4), f.y0 + 12, first_low > n / 2 ? "end" : "start");
+        put_field(out, rows[first_low].name);
         fputs("</text>\n", out);
     }
     /* the series: a polyline through the finite values, a dot with its value on each */
@@ -525,7 +528,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
                 se->color);
         const char *sep = "";
         for (int i = 0; i < n; i++) {
-            double v = series_value(&p->layers[i], se);
+            double v = series_value(&rows[i], se);
             if (isfinite(v)) {
                 fprintf(out, "%s%.2f,%.2f", sep, fx(&f, i), fy(&f, v));
                 sep = " ";
@@ -533,12 +536,12 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
         }
         fputs("\"/>\n", out);
         for (int i = 0; i < n; i++) {
-            double v = series_value(&p->layers[i], se);
+            double v = series_value(&rows[i], se);
             if (!isfinite(v))
                 continue;
             fprintf(out, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2\" fill=\"%s\"><title>", fx(&f, i), fy(&f, v),
                     se->color);
-            put_field(out, p->layers[i].name);
+            put_field(out, rows[i].name);
             fprintf(out, ": %s %.6f</title></circle>\n", se->label, v);
         }
     }
@@ -546,7 +549,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
     for (int i = 0; i < n; i++) {
         int bad = 0;
         for (size_t s = 0; s < sizeof all_series / sizeof *all_series; s++)
-            bad |= !isfinite(series_value(&p->layers[i], &all_series[s]));
+            bad |= !isfinite(series_value(&rows[i], &all_series[s]));
         if (bad)
             fprintf(out, "<text class=\"nan-mark\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" fill=\"#b71c1c\">nan</text>\n",
                     fx(&f, i), f.y1 - 4);
@@ -725,18 +728,19 @@ static void put_err_cell(FILE *out, double v)
     fputs("</td>", out);
 }
 
-static void put_lens_table(FILE *out, const vf_prompt *p)
+/* rows[0..n) of p as a table of class cls, each row a <tr class="row_cls"> */
+static void put_lens_table(FILE *out, const vf_prompt *p, const vf_layer *rows, int n, int first_low, const char *cls,
+                           const char *row_cls)
 {
     const double thr = p->threshold; /* only marks cells: a NaN threshold marks none */
-    fputs("<table class=\"lens\">\n<thead><tr><th>#</th><th class=\"name\">row</th><th>cos whole</th><th>cos min</th>"
-          "<th>cos p5</th><th>cos median</th><th>cos mean</th><th>max abs</th><th>mean abs</th><th>max rel</th>"
-          "<th>mean rel</th><th>nan/inf</th></tr></thead>\n<tbody>\n",
-          out);
-    for (int i = 0; i < p->n_layers; i++) {
-        const vf_layer *l = &p->layers[i];
-        fprintf(out, "<tr class=\"layer\"><td>%d</td><td class=\"name\">", i);
+    fprintf(out, "<table class=\"%s\">\n<thead><tr><th>#</th><th class=\"name\">row</th><th>cos whole</th><th>cos min</th>"
+            "<th>cos p5</th><th>cos median</th><th>cos mean</th><th>max abs</th><th>mean abs</th><th>max rel</th>"
+            "<th>mean rel</th><th>nan/inf</th></tr></thead>\n<tbody>\n", cls);
+    for (int i = 0; i < n; i++) {
+        const vf_layer *l = &rows[i];
+        fprintf(out, "<tr class=\"%s\"><td>%d</td><td class=\"name\">", row_cls, i);
         put_field(out, l->name);
-        if (i == p->first_low)
+        if (i == first_low)
             fputs(" <b class=\"first-low\">(first low)</b>", out);
         fputs("</td>", out);
         put_cos_cell(out, l->cos_whole, thr, 0);
@@ -766,9 +770,35 @@ static void put_lens(FILE *out, const vf_prompt *p)
     fputs("; first row whose lowest per-position cosine is below it: ", out);
     put_first_low(out, p);
     fputs("</p>\n", out);
-    put_cosine_plot(out, p);
+    put_cosine_plot(out, p, p->layers, p->n_layers, p->first_low, "cosine-plot", "per-layer cosine");
     put_position_plot(out, p);
-    put_lens_table(out, p);
+    put_lens_table(out, p, p->layers, p->n_layers, p->first_low, "lens", "layer");
+}
+
+/* The ops inside the blocks: for each layer captured, a plot of its ops; one table of them all. */
+static void put_ops(FILE *out, const vf_prompt *p)
+{
+    if (!p->ops || p->n_ops <= 0)
+        return;
+    fputs("<h3>The ops inside the blocks</h3>\n<p class=\"ops-meta\">each op's output against the reference's, "
+          "per layer captured; first op whose lowest per-position cosine is below the threshold: ", out);
+    if (p->first_low_op >= 0 && p->first_low_op < p->n_ops)
+        put_field(out, p->ops[p->first_low_op].name);
+    else
+        fputs("none", out);
+    fputs("</p>\n", out);
+    for (int a = 0; a < p->n_ops;) {
+        int b = a;
+        while (b < p->n_ops && p->ops[b].layer == p->ops[a].layer)
+            b++;
+        const int first = p->first_low_op >= a && p->first_low_op < b ? p->first_low_op - a : -1;
+        char label[64];
+        snprintf(label, sizeof label, "layer %d: each op's cosine", p->ops[a].layer);
+        fprintf(out, "<h4>layer %d</h4>\n", p->ops[a].layer);
+        put_cosine_plot(out, p, p->ops + a, b - a, first, "ops-plot", label);
+        a = b;
+    }
+    put_lens_table(out, p, p->ops, p->n_ops, p->first_low_op, "ops", "op");
 }
 
 /* ---------------------------------------------------------------- one prompt, the page */
@@ -790,6 +820,7 @@ static void put_prompt(FILE *out, const vf_prompt *p, int i)
     put_rules(out, p);
     put_runs(out, p);
     put_lens(out, p);
+    put_ops(out, p);
     fputs("</section>\n", out);
 }
 

@@ -41,6 +41,8 @@ typedef struct vf_manifest {
     int vocab, n_layers, emb, head_dim, top_k, steps, n_prompts;
     char names[VF_MAX_PROMPTS][16];
     char *texts[VF_MAX_PROMPTS];
+    int n_op_layers, *op_layers;  /* "ops": the layers whose ops the bundle holds (malloc'd) */
+    int op_width[RT_N_OPS];       /* each op's width; 0: not in the bundle */
 } vf_manifest;
 
 /* dir/manifest.json: `format`, `model` and `prompts` required; the shapes when present. */
@@ -58,9 +60,15 @@ typedef struct vf_prompt_in {
 /* Prompt i's folder: its own name, or p000, p001, ... */
 const char *vf_prompt_name(const vf_prompt_in *in, int i, char *buf, size_t size);
 
-/* The manifest of a capture into dir/manifest.json. */
+/* The manifest of a capture into dir/manifest.json; ops[layer] nonzero: that layer's ops are captured (NULL none). */
 int vf_manifest_write(const char *dir, const gm_model_entry *e, const rt_model *m, const char *weights, int steps,
-                      const vf_prompt_in *in, int n, int f32, gm_status *st);
+                      const vf_prompt_in *in, int n, int f32, const unsigned char *ops, gm_status *st);
+
+/* The width of op's output in model m, 0 when m's family has no such op (Qwen3's q_norm and k_norm). */
+int vf_op_width(const rt_model *m, rt_op op);
+
+/* <prompt>/ops/<layer>/<op>.npy under dir, as vf_path makes paths. */
+void vf_op_path(char *out, size_t size, const char *dir, const char *prompt, int layer, rt_op op);
 
 /* ---------------------------------------------------------------- gatefile.c */
 
@@ -88,6 +96,7 @@ void vf_gate_file_free(vf_gate_file *g);
 
 typedef struct vf_capture_opts {
     int steps;          /* greedy steps after the prefill */
+    const unsigned char *ops; /* [n_layers]: nonzero, that layer's ops are captured too (NULL: none) */
     int f32;            /* the runner in f32 (a candidate, not a reference) */
     double rope_theta;  /* > 0: RoPE with this theta instead of the model's (a wrong candidate on purpose) */
 } vf_capture_opts;

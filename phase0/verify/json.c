@@ -141,6 +141,19 @@ cJSON *vf_report_json(const vf_report *r)
                                   p->first_low >= 0 ? cJSON_CreateString(p->layers[p->first_low].name) : cJSON_CreateNull());
             cJSON_AddNumberToObject(o, "threshold", p->threshold);
         }
+        if (p->ops) { /* the ops inside the blocks: each row with its layer and op's name */
+            cJSON *os = cJSON_CreateArray();
+            for (int k = 0; k < p->n_ops; k++) {
+                cJSON *y = lens_row(&p->ops[k]);
+                cJSON_AddNumberToObject(y, "layer", p->ops[k].layer);
+                cJSON_AddStringToObject(y, "op", vf_ops[p->ops[k].op].name);
+                cJSON_AddItemToArray(os, y);
+            }
+            cJSON_AddItemToObject(o, "ops", os);
+            cJSON_AddItemToObject(o, "first_op_below_threshold",
+                                  p->first_low_op >= 0 ? cJSON_CreateString(p->ops[p->first_low_op].name)
+                                                       : cJSON_CreateNull());
+        }
         cJSON_AddStringToObject(o, "checked", p->checked);
         cJSON_AddStringToObject(o, "not_checked", p->unchecked);
         cJSON_AddNumberToObject(o, "warnings", p->n_warnings);

@@ -202,32 +202,44 @@ static void put_rules(FILE *out, const vf_report *r)
     }
 }
 
+/* A lens table, their columns first (cos_p5, cos_min, cos_median, max_abs), then ours. */
+static void put_rows(FILE *out, const char *head, const vf_layer *rows, int n, int first_low)
+{
+    fprintf(out, "| %s | cos_p5 | cos_min | cos_median | max_abs | cos | cos_mean | max_rel | nan |\n"
+            "|------:|-------:|--------:|-----------:|--------:|----:|---------:|--------:|----:|\n", head);
+    for (int l = 0; l < n; l++) {
+        const vf_layer *x = &rows[l];
+        fprintf(out, "| %s%s | ", x->name, l == first_low ? " (first low)" : "");
+        put_number(out, "%.6f", x->cos_p5);
+        fputs(" | ", out);
+        put_number(out, "%.6f", x->cos_min);
+        fputs(" | ", out);
+        put_number(out, "%.6f", x->cos_median);
+        fputs(" | ", out);
+        put_number(out, "%.4g", x->max_abs);
+        fputs(" | ", out);
+        put_number(out, "%.6f", x->cos_whole);
+        fputs(" | ", out);
+        put_number(out, "%.6f", x->cos_mean);
+        fputs(" | ", out);
+        put_number(out, "%.4g", x->max_rel);
+        fprintf(out, " | %ld |\n", x->nan);
+    }
+}
+
 static void put_lens(FILE *out, const vf_report *r)
 {
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
-        if (!p->layers)
-            continue;
-        fprintf(out, "\n## Per-layer hidden state (ffn_out, candidate vs reference), prompt %d\n\n", i);
-        fputs("| Layer | cos_p5 | cos_min | cos_median | max_abs | cos | cos_mean | max_rel | nan |\n"
-              "|------:|-------:|--------:|-----------:|--------:|----:|---------:|--------:|----:|\n", out);
-        for (int l = 0; l < p->n_layers; l++) {
-            const vf_layer *x = &p->layers[l];
-            fprintf(out, "| %s%s | ", x->name, l == p->first_low ? " (first low)" : "");
-            put_number(out, "%.6f", x->cos_p5);
-            fputs(" | ", out);
-            put_number(out, "%.6f", x->cos_min);
-            fputs(" | ", out);
-            put_number(out, "%.6f", x->cos_median);
-            fputs(" | ", out);
-            put_number(out, "%.4g", x->max_abs);
-            fputs(" | ", out);
-            put_number(out, "%.6f", x->cos_whole);
-            fputs(" | ", out);
-            put_number(out, "%.6f", x->cos_mean);
-            fputs(" | ", out);
-            put_number(out, "%.4g", x->max_rel);
-            fprintf(out, " | %ld |\n", x->nan);
+        if (p->layers) {
+            fprintf(out, "\n## Per-layer hidden state (ffn_out, candidate vs reference), prompt %d\n\n", i);
+            put_rows(out, "Layer", p->layers, p->n_layers, p->first_low);
+        }
+        if (p->ops) {
+            fprintf(out, "\n## The ops inside the blocks (candidate vs reference), prompt %d\n\n", i);
+            put_rows(out, "Op", p->ops, p->n_ops, p->first_low_op);
+            fprintf(out, "\nFirst op whose per-position cosine falls below %.2f: %s\n", p->threshold,
+                    p->first_low_op >= 0 ? p->ops[p->first_low_op].name : "none");
         }
     }
 }

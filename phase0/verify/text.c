@@ -2,8 +2,8 @@
 ** phase0 verify's report on the terminal: per prompt, each rule of vf_rules[]
 ** with its verdict and why; at the first divergence both chosen tokens with
 ** their rank in the other side's top-5, both top-5 lists and the agreed
-** prefix; the generated texts; the lens table; then each rule's counts and
-** the verdict.
+** prefix; the generated texts; the lens table, and the ops lens; then each
+** rule's counts and the verdict.
 */
 #include "internal.h"
 
@@ -64,6 +64,23 @@ static void put_divergence(FILE *out, const vf_prompt *p)
     }
 }
 
+/* A lens table: each row's cosines and errors, the first below the threshold named. */
+static void put_lens(FILE *out, const char *title, const vf_layer *rows, int n, int first_low, double threshold,
+                     const char *what)
+{
+    fprintf(out, "  %-22s %10s %10s %10s %10s %10s %10s %10s %6s\n", title, "cos", "min", "p5", "median", "mean",
+            "max|err|", "max rel", "nan");
+    for (int l = 0; l < n; l++) {
+        const vf_layer *x = &rows[l];
+        fprintf(out, "  %-22s %10.6f %10.6f %10.6f %10.6f %10.6f %10.3g %10.3g %6ld%s\n", x->name, x->cos_whole,
+                x->cos_min, x->cos_p5, x->cos_median, x->cos_mean, x->max_abs, x->max_rel, x->nan,
+                l == first_low ? "  <- first below the threshold" : "");
+    }
+    if (first_low >= 0)
+        fprintf(out, "  first %s whose per-position cosine falls below %.2f: %s\n", what, threshold,
+                rows[first_low].name);
+}
+
 void vf_print_text(const vf_report *r, FILE *out)
 {
     fprintf(out, "verify %s: candidate %s against the reference %s (%s%s%s%s)\n", r->model, r->cand_label,
@@ -87,19 +104,10 @@ void vf_print_text(const vf_report *r, FILE *out)
         }
         if (p->n_warnings)
             fprintf(out, "  warning: %s%s\n", p->warning, p->n_warnings > 1 ? " (and at other steps too)" : "");
-        if (p->layers) {
-            fprintf(out, "  %-12s %10s %10s %10s %10s %10s %10s %10s %6s\n", "lens", "cos", "min", "p5", "median",
-                    "mean", "max|err|", "max rel", "nan");
-            for (int l = 0; l < p->n_layers; l++) {
-                const vf_layer *x = &p->layers[l];
-                fprintf(out, "  %-12s %10.6f %10.6f %10.6f %10.6f %10.6f %10.3g %10.3g %6ld%s\n", x->name,
-                        x->cos_whole, x->cos_min, x->cos_p5, x->cos_median, x->cos_mean, x->max_abs, x->max_rel,
-                        x->nan, l == p->first_low ? "  <- first below the threshold" : "");
-            }
-            if (p->first_low >= 0)
-                fprintf(out, "  first row whose per-position cosine falls below %.2f: %s\n", p->threshold,
-                        p->layers[p->first_low].name);
-        }
+        if (p->layers)
+            put_lens(out, "lens", p->layers, p->n_layers, p->first_low, p->threshold, "row");
+        if (p->ops)
+            put_lens(out, "ops", p->ops, p->n_ops, p->first_low_op, p->threshold, "op");
         if (p->checked[0])
             fprintf(out, "  checked: %s\n", p->checked);
         if (p->unchecked[0])

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gm/runner.h"
 #include "gm/status.h"
 
 enum {
@@ -31,9 +32,13 @@ enum {
 
 typedef enum vf_verdict { VF_OK = 0, VF_FAIL = 1, VF_UNCHECKED = 2 } vf_verdict;
 
-/* One layer (or the final norm) of the lens: candidate against reference over T positions of H values. */
+/*
+** One row of the lens: a layer's output (or the final norm), or one op inside
+** a block; candidate against reference over T positions of H values.
+*/
 typedef struct vf_layer {
-    char name[32];          /* "layer 0" .. "layer L-1", "final_norm" */
+    char name[32];          /* "layer 0" .. "layer L-1", "final_norm"; an op: "layer 0 attn_norm" */
+    int layer, op;          /* an op's layer and rt_op; op -1 for a row of the per-layer lens */
     double cos_whole;       /* the whole tensor as one vector */
     double cos_min, cos_p5, cos_median, cos_mean; /* over positions; a zero-norm row counts as 0 */
     double max_abs, mean_abs;                     /* |cand - ref| */
@@ -52,6 +57,15 @@ typedef struct vf_walk {
     int cand_rank_in_ref;  /* 1-based rank of the candidate's id in the reference's top-k; 0 not in it */
     int ref_rank_in_cand;  /* the same of the reference's id in the candidate's; 0 not in it or not known */
 } vf_walk;
+
+/* An op of a block as a bundle holds it: <prompt>/ops/<layer>/<name>.npy, [n_tokens][width] <f4. */
+typedef struct vf_op_info {
+    const char *name;       /* the file's name: "attn_norm" */
+    const char *what;       /* what it is, for the manifest */
+    const char *inputs[3];  /* the ops it reads (NULL-ended); q_rope and k_rope read q_norm, k_norm where there */
+} vf_op_info;
+
+extern const vf_op_info vf_ops[RT_N_OPS];
 
 /* A rule's verdict on one prompt, and one line saying why. */
 typedef struct vf_outcome {
@@ -82,6 +96,9 @@ typedef struct vf_prompt {
     vf_layer *layers;          /* NULL when the candidate has no layers */
     int first_low;             /* first row whose per-position minimum cosine is below `threshold`, -1 none */
     double threshold;          /* the per-position threshold for this head_dim */
+    int n_ops;                 /* the ops lens: each op both bundles hold, layer by layer, in rt_op order */
+    vf_layer *ops;
+    int first_low_op;          /* the first of them whose per-position minimum cosine is below `threshold`, -1 none */
     vf_outcome rule[VF_N_RULES]; /* each rule's verdict, vf_rules[i] */
     char checked[512], unchecked[512]; /* what the candidate allowed to check, and what not */
 } vf_prompt;

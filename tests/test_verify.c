@@ -170,6 +170,16 @@ Test(verify_rules, the_lens_by_hand)
     cr_assert_eq(vf_lens(ref, with_nan, 3, 2, &l, &st), 0);
     cr_expect_eq(l.nan, 1);
     free(l.pos_cos);
+    /* an Inf (docs/verify.md): counted, out of the error metrics, its position's cosine 0 and the whole's */
+    const float with_inf[] = {1, 0, INFINITY, 2, 3, 4};
+    cr_assert_eq(vf_lens(ref, with_inf, 3, 2, &l, &st), 0);
+    cr_expect_eq(l.nan, 1);
+    cr_expect_eq(l.pos_cos[1], 0.0, "a position with an Inf has cosine 0");
+    cr_expect_float_eq(l.pos_cos[0], 1.0, 1e-12);
+    cr_expect_eq(l.cos_whole, 0.0);
+    cr_expect_float_eq(l.max_abs, 0.0, 1e-12, "the finite values agree");
+    cr_expect_float_eq(l.mean_abs, 0.0, 1e-12);
+    free(l.pos_cos);
 }
 
 Test(verify_rules, the_block_threshold_follows_head_dim)

@@ -34,7 +34,7 @@ typedef struct p0_prompts {
 int p0_prompts_read(const char *file, const char *text, size_t len, int max, p0_prompts *out, gm_status *st);
 void p0_prompts_free(p0_prompts *ps);
 
-/* An instruct (chat-tuned) checkpoint, by its repo id: Instruct, -it, Chat (the canonical prompts then are instruct's). */
+/* An instruct (chat-tuned) checkpoint, by its repo id (Instruct, -it, Chat): its canonical prompts are instruct's. */
 int p0_is_instruct(const char *repo);
 
 #endif

@@ -124,7 +124,8 @@ static void expect_attention(const char *what, const helpers *h, const gm_config
                 for (int j = 0; j <= t; j++)
                     pv += p[j] / sum * fabs((double)v[j * kvw + (size_t)(head / g) * hd + d]);
                 const size_t at = t * qw + (size_t)head * hd + d;
-                const double bound = rho * pv + 2 * (t + 1) * E32 * (1 + rho) * pv + U * (fabs(out[at]) + rho * pv) + 1e-30;
+                const double bound =
+                    rho * pv + 2 * (t + 1) * E32 * (1 + rho) * pv + U * (fabs(out[at]) + rho * pv) + 1e-30;
                 worst = fmax(worst, fabs((double)got[at] - out[at]) / bound);
             }
         }

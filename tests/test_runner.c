@@ -466,7 +466,8 @@ Test(runner, an_observer_sees_every_op_of_the_layers_it_wants_and_changes_no_res
         const int width[RT_N_OPS] = {H, H, Q, KV, KV, Q, KV, Q, KV, Q, H, H, H, F, F, F, H, H};
         for (int i = 0, prev = -1; i < all.n; i++) {
             cr_expect_eq(all.layer[i], i / per_layer, "%s: call %d", e->id, i);
-            cr_expect((int)all.op[i] > prev || (all.op[i] == RT_OP_INPUT && prev == RT_OP_OUTPUT), "%s: op order", e->id);
+            cr_expect((int)all.op[i] > prev || (all.op[i] == RT_OP_INPUT && prev == RT_OP_OUTPUT), "%s: op order",
+                      e->id);
             cr_expect(qk_norm || (all.op[i] != RT_OP_Q_NORM && all.op[i] != RT_OP_K_NORM), "%s: no q/k norm", e->id);
             cr_expect(all.rows[i] == T && all.width[i] == width[all.op[i]], "%s: op %d: %d x %d", e->id, all.op[i],
                       all.rows[i], all.width[i]);

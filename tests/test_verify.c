@@ -840,7 +840,8 @@ Test(verify, their_gate_file_gets_the_verdict_the_rules_give)
 {
     char *ref = capture("qwen2_tied", "ref", NULL);
     static const struct { const char *name, *mode; int pass; } cases[] = {
-        {"same.json", "same", 1}, {"inside.json", "inside 3", 1}, {"outside.json", "outside 3", 0}};
+        {"same.json", "same", 1}, {"inside.json", "inside 3", 1}, {"outside.json", "outside 3", 0},
+        {"inside-fail.json", "inside-fail 3", 0}}; /* its choice in the reference's top-5, not the reverse */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *cand = gate_file(ref, cases[i].name, cases[i].mode), *err = NULL;
         assert_as_the_rules_say(ref, cand, cases[i].name);

@@ -15,6 +15,7 @@ code (docs/verify.md).
       --gate-phase capture-npu --gate-file writes them ({"0": {"chosen": [32], "topk": [32 x 5]}, ...})
       same            unchanged
       inside STEP, outside STEP   as for make
+      inside-fail STEP  at STEP the candidate picks the reference's 2nd, and its top-5 lacks the reference's 1st
       drop-prompt     the last prompt left out
       short           each prompt's last step left out
       narrow          rows of 4 ids
@@ -128,14 +129,14 @@ def gate(ref, out, mode, arg):
         d = os.path.join(ref, name)
         ids, top = np.load(os.path.join(d, "ids.npy"))[:GATE_N], np.load(os.path.join(d, "topk_ids.npy"))[:GATE_N]
         top = top[:, :GATE_K].copy()
-        if mode in ("inside", "outside"):
+        if mode in ("inside", "outside", "inside-fail"):
             step = int(arg)
             full = np.load(os.path.join(d, "topk_ids.npy"))
-            pick = full[step, 1] if mode == "inside" else full[step, 7]
+            pick = full[step, 7] if mode == "outside" else full[step, 1]
             ids[step] = pick
             if mode == "inside":  # its pick first, the reference's second
                 top[step, 0], top[step, 1] = full[step, 1], full[step, 0]
-            else:  # its pick first, then ids of neither side's choice
+            else:  # its pick first, then ids of neither side's choice: the reference's is not in its top-5
                 rest = [x for x in full[step] if x != pick and x != full[step, 0]]
                 top[step] = np.array([pick] + rest[: GATE_K - 1], dtype=top.dtype)
         elif mode == "short":

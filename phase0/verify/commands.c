@@ -128,7 +128,7 @@ static int prompt_conflict(const char *prog, const prompt_opts *po)
     return 0;
 }
 
-/* One prompt, tokenized as verify tokenizes: the raw text with the tokenizer's default special tokens, no chat template. */
+/* One prompt, tokenized as verify tokenizes: the raw text, the tokenizer's default special tokens, no chat template. */
 static int tokenize(const gm_tokenizer *tok, const char *text, vf_prompt_in *in, gm_status *st)
 {
     size_t count = 0;

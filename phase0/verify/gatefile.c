@@ -42,7 +42,8 @@ static int id_of(const cJSON *v, int vocab, int32_t *out, const char *path, cons
 static int read_prompt(const cJSON *o, const char *key, int vocab, vf_gate_prompt *p, const char *path, gm_status *st)
 {
     char field[96];
-    const cJSON *chosen = cJSON_GetObjectItemCaseSensitive(o, "chosen"), *topk = cJSON_GetObjectItemCaseSensitive(o, "topk");
+    const cJSON *chosen = cJSON_GetObjectItemCaseSensitive(o, "chosen");
+    const cJSON *topk = cJSON_GetObjectItemCaseSensitive(o, "topk");
     if (!cJSON_IsObject(o))
         return gm_fail(st, GM_EFORMAT, "%s: \"%s\": expected an object with chosen and topk", path, key);
     if (!cJSON_IsArray(chosen) || !cJSON_IsArray(topk))

@@ -160,8 +160,8 @@ static void put_topk(FILE *out, const vf_report *r)
         }
     }
     if (r->count[VF_RULE_TOKENS][VF_FAIL])
-        fprintf(out, "\n_%d/%d prompts failed top-%d inclusion at first divergence._\n", r->count[VF_RULE_TOKENS][VF_FAIL],
-                walked, VF_GATE_K);
+        fprintf(out, "\n_%d/%d prompts failed top-%d inclusion at first divergence._\n",
+                r->count[VF_RULE_TOKENS][VF_FAIL], walked, VF_GATE_K);
 }
 
 static void put_rules(FILE *out, const vf_report *r)

@@ -60,7 +60,8 @@ static void put_divergence(FILE *out, const vf_prompt *p)
         put_top(out, "candidate", w->cand_top, p->cand_top_text);
     if (p->prefix_text) {
         char t[600];
-        fprintf(out, "    agreed before it (steps 0-%d): \"%s\"\n", w->diverge - 1, p0_shown(p->prefix_text, t, sizeof t));
+        fprintf(out, "    agreed before it (steps 0-%d): \"%s\"\n", w->diverge - 1,
+                p0_shown(p->prefix_text, t, sizeof t));
     }
 }
 

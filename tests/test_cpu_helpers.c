@@ -44,14 +44,7 @@ static char *work;
 
 static void setup(void) { work = tu_tmpdir(); }
 
-static void teardown(void)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", work);
-    free(work);
-}
+static void teardown(void) { tu_rmtree(work); }
 
 TestSuite(cpu_helpers, .init = setup, .fini = teardown, .timeout = 120);
 

@@ -212,16 +212,27 @@ static int read_ops(const cJSON *j, vf_manifest *m, const char *path, gm_status 
 }
 
 /* dir/manifest.json: `model` and `prompts` required; the shapes when present. */
-int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
+cJSON *vf_read_json(const char *path, size_t max, gm_status *st)
 {
-    char path[4096], *text = NULL;
+    char *text = NULL;
     size_t len = 0;
-    memset(m, 0, sizeof *m);
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    if (gm_read_file(path, 16u << 20, &text, &len, st))
-        return st->code;
+    if (gm_read_file(path, max, &text, &len, st))
+        return NULL;
     cJSON *j = cJSON_ParseWithLength(text, len);
     free(text);
+    if (!j)
+        gm_fail(st, GM_EFORMAT, "%s: expected JSON, found text that is not", path);
+    return j;
+}
+
+int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
+{
+    char path[4096];
+    memset(m, 0, sizeof *m);
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    cJSON *j = vf_read_json(path, 16u << 20, st);
+    if (!j)
+        return st->code;
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return gm_fail(st, GM_EFORMAT, "%s: expected a JSON object", path);

@@ -15,7 +15,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "gm/io.h"
 
 void vf_gate_file_free(vf_gate_file *g)
 {
@@ -77,17 +76,15 @@ static int read_prompt(const cJSON *o, const char *key, int vocab, vf_gate_promp
 
 int vf_gate_file_read(const char *path, int n, int at_least, int vocab, vf_gate_file *g, gm_status *st)
 {
-    char *text = NULL, key[16];
-    size_t len = 0;
+    char key[16];
     memset(g, 0, sizeof *g);
-    if (gm_read_file(path, 256u << 20, &text, &len, st))
+    cJSON *j = vf_read_json(path, 256u << 20, st);
+    if (!j)
         return st->code;
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return gm_fail(st, GM_EFORMAT, "%s: expected a JSON object of prompts \"0\", \"1\", ... (as verify_runner.py "
-                       "--gate-phase capture-npu writes), found %s", path, j ? "another JSON value" : "no JSON");
+                       "--gate-phase capture-npu writes), found another JSON value", path);
     }
     const int found = cJSON_GetArraySize(j);
     if (at_least ? found < n : found != n) {

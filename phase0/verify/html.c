@@ -35,7 +35,7 @@
 **         cosine plot's series over its ops), and <table class="ops"> with one <tr class="op"> per op
 ** Verdict spans read OK, FAIL and "not checked"; a value outside vf_verdict is "unknown", class unchecked.
 */
-#include "verify.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm/io.h"
 #include "gm/utf8.h"
 
 /* ---------------------------------------------------------------- text */
@@ -824,25 +823,16 @@ static void put_prompt(FILE *out, const vf_prompt *p, int i)
     fputs("</section>\n", out);
 }
 
-int vf_write_html(const vf_report *r, const char *path, gm_status *st)
+static void put_page(FILE *out, const vf_report *r)
 {
-    /* the whole page in memory first, then one atomic write: a reader never sees half a page */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    if (!out)
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the page", path);
     put_head(out, r);
     put_header(out, r);
     for (int i = 0; r->prompts && i < r->n_prompts; i++)
         put_prompt(out, &r->prompts[i], i);
     fputs("</body>\n</html>\n", out);
-    int failed = ferror(out);
-    if (fclose(out) != 0 || failed || !buf) {
-        free(buf);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the page", path);
-    }
-    int rc = gm_write_file(path, buf, len, st);
-    free(buf);
-    return rc;
+}
+
+int vf_write_html(const vf_report *r, const char *path, gm_status *st)
+{
+    return vf_write_report(r, path, put_page, st); /* one atomic write: a reader never sees half a page */
 }

@@ -120,6 +120,12 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
 
 void vf_print_text(const vf_report *r, FILE *out);
 
+/* put(out, r) into path: built in memory, then written at once via a temporary name (a reader never sees half) */
+int vf_write_report(const vf_report *r, const char *path, void (*put)(FILE *out, const vf_report *r), gm_status *st);
+
+/* path's JSON (at most max bytes): NULL with one line in st when it cannot be read or is not JSON */
+struct cJSON *vf_read_json(const char *path, size_t max, gm_status *st);
+
 /* text as their report shows a decoded token: in double quotes, \\ | \n \r \t escaped as _md_escape does (malloc'd) */
 char *vf_md_quoted(const char *text);
 

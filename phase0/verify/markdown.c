@@ -10,11 +10,11 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm/io.h"
 
 char *vf_md_quoted(const char *text)
 {
@@ -203,27 +203,36 @@ static void put_rules(FILE *out, const vf_report *r)
 }
 
 /* A lens table, their columns first (cos_p5, cos_min, cos_median, max_abs), then ours. */
+/* The columns of a lens table: theirs (cos_p5, cos_min, cos_median, max_abs), then ours. */
+static const struct column {
+    const char *name, *fmt;
+    size_t offset;
+} columns[] = {{"cos_p5", "%.6f", offsetof(vf_layer, cos_p5)},      {"cos_min", "%.6f", offsetof(vf_layer, cos_min)},
+               {"cos_median", "%.6f", offsetof(vf_layer, cos_median)}, {"max_abs", "%.4g", offsetof(vf_layer, max_abs)},
+               {"cos", "%.6f", offsetof(vf_layer, cos_whole)},       {"cos_mean", "%.6f", offsetof(vf_layer, cos_mean)},
+               {"max_rel", "%.4g", offsetof(vf_layer, max_rel)}};
+
 static void put_rows(FILE *out, const char *head, const vf_layer *rows, int n, int first_low)
 {
-    fprintf(out, "| %s | cos_p5 | cos_min | cos_median | max_abs | cos | cos_mean | max_rel | nan |\n"
-            "|------:|-------:|--------:|-----------:|--------:|----:|---------:|--------:|----:|\n", head);
+    const size_t nc = sizeof columns / sizeof columns[0];
+    fprintf(out, "| %s |", head);
+    for (size_t c = 0; c < nc; c++)
+        fprintf(out, " %s |", columns[c].name);
+    fputs(" nan |\n|------:|", out);
+    for (size_t c = 0; c <= nc; c++)
+        fputs("-------:|", out);
+    fputc('\n', out);
     for (int l = 0; l < n; l++) {
         const vf_layer *x = &rows[l];
-        fprintf(out, "| %s%s | ", x->name, l == first_low ? " (first low)" : "");
-        put_number(out, "%.6f", x->cos_p5);
-        fputs(" | ", out);
-        put_number(out, "%.6f", x->cos_min);
-        fputs(" | ", out);
-        put_number(out, "%.6f", x->cos_median);
-        fputs(" | ", out);
-        put_number(out, "%.4g", x->max_abs);
-        fputs(" | ", out);
-        put_number(out, "%.6f", x->cos_whole);
-        fputs(" | ", out);
-        put_number(out, "%.6f", x->cos_mean);
-        fputs(" | ", out);
-        put_number(out, "%.4g", x->max_rel);
-        fprintf(out, " | %ld |\n", x->nan);
+        fprintf(out, "| %s%s |", x->name, l == first_low ? " (first low)" : "");
+        for (size_t c = 0; c < nc; c++) {
+            double v;
+            memcpy(&v, (const char *)x + columns[c].offset, sizeof v);
+            fputc(' ', out);
+            put_number(out, columns[c].fmt, v);
+            fputs(" |", out);
+        }
+        fprintf(out, " %ld |\n", x->nan);
     }
 }
 
@@ -244,13 +253,8 @@ static void put_lens(FILE *out, const vf_report *r)
     }
 }
 
-int vf_write_md(const vf_report *r, const char *path, gm_status *st)
+static void put_report(FILE *out, const vf_report *r)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    if (!out)
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the report", path);
     fputs("# Verify report\n\nConfig: model=", out);
     put_cell(out, r->model);
     fputs(", reference=", out);
@@ -273,12 +277,9 @@ int vf_write_md(const vf_report *r, const char *path, gm_status *st)
     put_topk(out, r);
     put_rules(out, r);
     put_lens(out, r);
-    const int failed = ferror(out);
-    if (fclose(out) != 0 || failed || !buf) {
-        free(buf);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the report", path);
-    }
-    const int rc = gm_write_file(path, buf, len, st);
-    free(buf);
-    return rc;
+}
+
+int vf_write_md(const vf_report *r, const char *path, gm_status *st)
+{
+    return vf_write_report(r, path, put_report, st);
 }

@@ -8,8 +8,28 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "gm/io.h"
 #include "record.h"
+
+int vf_write_report(const vf_report *r, const char *path, void (*put)(FILE *out, const vf_report *r), gm_status *st)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the report", path);
+    put(out, r);
+    const int failed = ferror(out);
+    if (fclose(out) != 0 || failed || !buf) {
+        free(buf);
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the report", path);
+    }
+    const int rc = gm_write_file(path, buf, len, st);
+    free(buf);
+    return rc;
+}
 
 /* id and its decoded text, "17 \" the\"" (just the id without a tokenizer) */
 static void put_token(FILE *out, int32_t id, const char *text)

@@ -311,7 +311,7 @@ Test(verify, the_tiny_full_vocabulary_model_with_its_canonical_prompts)
 
 Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), *cand = NULL, cmd[16384], *out = NULL, *err = NULL;
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *cand = NULL, cmd[16384], *out = NULL, *err = NULL;
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/named", work);
     snprintf(cmd, sizeof cmd, PY " make '%s' '%s' renamed", ref, dir);
@@ -328,7 +328,7 @@ Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
 
 Test(verify, a_candidate_of_no_steps_is_not_checked_rather_than_passed)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), cmd[16384], *out = NULL, *err = NULL, dir[4400];
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), cmd[16384], *out = NULL, *err = NULL, dir[4400];
     snprintf(dir, sizeof dir, "%s/empty", work);
     snprintf(cmd, sizeof cmd, PY " make '%s' '%s' ids-only && /usr/bin/python3 -c \"import numpy as np,sys; "
              "np.save(sys.argv[1] + '/p000/ids.npy', np.zeros(0, np.int32))\" '%s'", ref, dir, dir);
@@ -420,7 +420,7 @@ static char *perturbed(const char *ref, const char *name, const char *mode, cons
 
 Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
     static const struct { const char *name, *mode, *arg; int pass; } cases[] = {
         {"swap", "swap", "0,1", 0},          {"noise-small", "noise", "0.0001", 1}, {"noise-mid", "noise", "0.05", -1},
         {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
@@ -458,7 +458,8 @@ Test(verify, a_wrong_rope_theta_fails_at_layer_0)
 
 Test(verify, a_partial_candidate_says_what_was_not_checked)
 {
-    char *ref = capture("llama3_tied", "ref", NULL), *cand = perturbed(ref, "ids", "ids-only", NULL), cmd[16384];
+    char *ref = capture("llama3_tied", "ref", "--ops none"), *cand = perturbed(ref, "ids", "ids-only", NULL);
+    char cmd[16384];
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
@@ -472,7 +473,7 @@ Test(verify, a_partial_candidate_says_what_was_not_checked)
 /* Bad input: one line naming the file and the field, exit 2. */
 Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), *other = capture("qwen3_tied", "other", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *other = capture("qwen3_tied", "other", "--ops none");
     struct { const char *edit, *want; } cases[] = {
         {"python3 -c \"import numpy as np,sys; d=sys.argv[1]+'/p000/'; x=np.load(d+'layers.npy'); "
          "np.save(d+'layers.npy', x[:, :-1])\" \"$1\"", "p000/layers.npy: shape: expected"},
@@ -643,10 +644,11 @@ static char *prompt_text(const char *name, int i, int *n)
     return t;
 }
 
-Test(verify, prompt_style_prompt_and_max_prompts_choose_the_prompts_as_theirs_do)
+Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_and_on_the_fly)
 {
     char *err = NULL, *t;
     int n;
+    char cmd[16384], *out = NULL;
     /* --prompt-style instruct --max-prompts 2: the first two instruct prompts */
     cr_assert_eq(capture_tiny("instruct", "--prompt-style instruct --max-prompts 2 --steps 2", &err), 0, "%s", err);
     free(err);
@@ -654,13 +656,20 @@ Test(verify, prompt_style_prompt_and_max_prompts_choose_the_prompts_as_theirs_do
     cr_expect_eq(n, 2);
     cr_expect(strncmp(t, "Briefly describe the major milestones", 37) == 0, "%s", t);
     free(t);
-    /* the default style for a base repo is base (theirs is instruct), and --max-prompts 0 is all of them */
-    cr_assert_eq(capture_tiny("all", "--max-prompts 0 --steps 1", &err), 0, "%s", err);
+    /* with --weights the options choose the prompts the reference is computed for */
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' --prompt-style instruct --max-prompts 2 '%s/instruct'",
+             GM_PHASE0_TINY, GM_TINY_DIR, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "p001 (") && strstr(out, "Briefly describe") && strstr(out, "verify: PASS"), "%s", out);
+    free(out);
     free(err);
-    t = prompt_text("all", 1, &n);
-    cr_expect_eq(n, 8, "base.txt holds 8 prompts");
-    cr_expect_str_eq(t, "The capital of France is");
-    free(t);
+    /* without --weights REF has its own prompts */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s/instruct' '%s/instruct' --prompt-style base", GM_PHASE0_TINY, work,
+             work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "they need --weights DIR") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
     /* --prompt: one prompt, as given (theirs tokenizes --prompt as it is: not stripped, no comment) */
     cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1", &err), 0, "%s", err);
     free(err);
@@ -688,10 +697,11 @@ Test(verify, a_prompt_runs_at_most_its_first_2048_tokens)
 {
     char cmd[80000], *out = NULL, *err = NULL, ref[4400];
     snprintf(ref, sizeof ref, "%s/long", work);
-    int k = snprintf(cmd, sizeof cmd, "'%s' capture qwen2_tied --weights '%s/golden/qwen2_tied' --steps 1 --out '%s' "
-                     "--tokens ", GM_PHASE0, GM_SHARED_DIR, ref);
+    /* the smallest golden, one step, no ops: the prefill of 2048 tokens is the test's whole cost */
+    int k = snprintf(cmd, sizeof cmd, "'%s' capture llama_f32_checkpoint --weights '%s/golden/llama_f32_checkpoint' "
+                     "--steps 1 --ops none --out '%s' --tokens ", GM_PHASE0, GM_SHARED_DIR, ref);
     for (int i = 0; i < 2100; i++)
-        k += snprintf(cmd + k, sizeof cmd - (size_t)k, "%s%d", i ? "," : "", 3 + i % 300);
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, "%s%d", i ? "," : "", 3 + i % 300); /* vocab 320 */
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     cr_expect(strstr(err, "prompt 0 has 2100 tokens; its first 2048 run"), "%s", err);
     cJSON *m = manifest_of(ref);
@@ -713,11 +723,17 @@ static int holds_all(const char *s, const char *const *needles, const char **mis
     return 1;
 }
 
-Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
+Test(verify, the_report_fields_theirs_has_no_strict_and_max_prompts)
 {
     char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400], md[4400];
-    cr_assert_eq(capture_tiny("ref", "--max-prompts 3 --steps 3", &err), 0, "%s", err);
+    /* the default style for a base repo is base (theirs is instruct), and --max-prompts 0 is all of them */
+    cr_assert_eq(capture_tiny("ref", "--max-prompts 0 --steps 3 --ops none", &err), 0, "%s", err);
     free(err);
+    int n;
+    char *t = prompt_text("ref", 1, &n);
+    cr_expect_eq(n, 8, "base.txt holds 8 prompts");
+    cr_expect_str_eq(t, "The capital of France is");
+    free(t);
     snprintf(ref, sizeof ref, "%s/ref", work);
     snprintf(cand, sizeof cand, "%s/out", work);
     snprintf(md, sizeof md, "%s/report.md", work);
@@ -732,7 +748,7 @@ Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --no-strict", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", out);
     cr_expect(strstr(out, "\nverify: FAIL\n"), "the report still says FAIL:\n%s", out);
-    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 3 FAIL, 0 not checked (of 3 prompts)"), "%s", out);
+    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 8 FAIL, 0 not checked (of 8 prompts)"), "%s", out);
     free(out);
     free(err);
     /* the JSON's topk_checks and summary, and the Markdown report, as theirs */
@@ -749,7 +765,8 @@ Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
     cr_expect_str_eq(str_at(tc, "prompt_text", NULL), "GPU stands for");
     cr_expect_eq(cJSON_GetObjectItem(tc, "divergence_step")->valueint, 1);
     cr_expect(cJSON_IsNull(cJSON_GetObjectItem(tc, "test_chosen_rank_in_ref")) &&
-              cJSON_IsNull(cJSON_GetObjectItem(tc, "ref_chosen_rank_in_test")), "neither choice is in the other's top-5");
+              cJSON_IsNull(cJSON_GetObjectItem(tc, "ref_chosen_rank_in_test")),
+              "neither choice is in the other's top-5");
     const char *reason = str_at(tc, "fail_reason", NULL);
     cr_expect(strstr(reason, "the candidate chose") && strstr(reason, "; the reference chose"), "both directions: %s",
               reason);
@@ -760,16 +777,16 @@ Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
     cr_expect(prefix[0] == '"' && strlen(prefix) > 2, "the agreed step decoded, quoted: %s", prefix);
     const cJSON *sum = cJSON_GetObjectItem(r, "summary");
     cr_expect_eq(cJSON_GetObjectItem(sum, "topk_passed")->valueint, 0);
-    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 3);
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 8);
     char *page = tu_read(md, NULL), row[600];
     cr_assert_not_null(page);
     snprintf(row, sizeof row, "| 0 | GPU stands for | 3 | 1 | %s", chosen);
     cJSON_Delete(r);
     const char *want[] = {"# Verify report", "Result: **FAIL**",
-                          "Top-k token gate: 0 PASS / 3 FAIL (across 3 prompt-pair checks)", "| 0 | GPU stands for |",
+                          "Top-k token gate: 0 PASS / 8 FAIL (across 8 prompt-pair checks)", "| 0 | GPU stands for |",
                           row, "*Prompt 0 agreed prefix (steps 0-0):* ", "*Prompt 0 FAIL:* step 1: the candidate chose",
                           "*Prompt 0 reference top-5 at step 1:*", "*Prompt 0 candidate top-5 at step 1:*",
-                          "_3/3 prompts failed top-5 inclusion at first divergence._",
+                          "_8/8 prompts failed top-5 inclusion at first divergence._",
                           "| Layer | cos_p5 | cos_min | cos_median | max_abs |", NULL};
     const char *missing = NULL;
     cr_expect(holds_all(page, want, &missing), "the Markdown lacks \"%s\":\n%s", missing, page);
@@ -787,30 +804,11 @@ Test(verify, the_report_fields_theirs_has_and_no_strict_and_max_prompts)
     free(err);
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
-    cr_expect(strstr(err, "warning: p000 step 2: the candidate chose") && strstr(err, "not the first id of its own top-5"),
-              "%s", err);
+    cr_expect(strstr(err, "warning: p000 step 2: the candidate chose") &&
+              strstr(err, "not the first id of its own top-5"), "%s", err);
     r = cJSON_Parse(out);
     cr_expect_eq(cJSON_GetObjectItem(prompt0(r), "warnings")->valueint, 1);
     cJSON_Delete(r);
-    free(out);
-    free(err);
-}
-
-Test(verify, on_the_fly_with_the_prompt_options_computes_the_reference_for_those_prompts)
-{
-    char *err = NULL, cmd[16384], *out = NULL;
-    cr_assert_eq(capture_tiny("cand", "--prompt-style instruct --max-prompts 2 --steps 3", &err), 0, "%s", err);
-    free(err);
-    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' --prompt-style instruct --max-prompts 2 '%s/cand'",
-             GM_PHASE0_TINY, GM_TINY_DIR, work);
-    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
-    cr_expect(strstr(out, "p001 (") && strstr(out, "Briefly describe") && strstr(out, "verify: PASS"), "%s", out);
-    free(out);
-    free(err);
-    /* the prompt options choose the reference's prompts: without --weights REF has its own */
-    snprintf(cmd, sizeof cmd, "'%s' verify '%s/cand' '%s/cand' --prompt-style base", GM_PHASE0_TINY, work, work);
-    cr_assert_eq(tu_run(cmd, &out, &err), 2);
-    cr_expect(strstr(err, "they need --weights DIR") && tu_lines(err) == 1, "%s", err);
     free(out);
     free(err);
 }
@@ -831,7 +829,7 @@ static char *gate_file(const char *ref, const char *name, const char *mode)
 
 Test(verify, their_gate_file_gets_the_verdict_the_rules_give)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
     static const struct { const char *name, *mode; int pass; } cases[] = {
         {"same.json", "same", 1}, {"inside.json", "inside 3", 1}, {"outside.json", "outside 3", 0},
         {"inside-fail.json", "inside-fail 3", 0}}; /* its choice in the reference's top-5, not the reverse */
@@ -852,7 +850,7 @@ Test(verify, their_gate_file_gets_the_verdict_the_rules_give)
 
 Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
     static const struct { const char *name, *mode, *want; } cases[] = {
         {"drop.json", "drop-prompt", "drop.json: prompts: expected 1 (the reference's), found 0"},
         {"short.json", "short", "short.json: \"0\".chosen: expected 32 steps (the reference's, at most the gate's 32), "
@@ -889,8 +887,8 @@ Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
 
 Test(verify, a_gate_file_with_the_reference_computed_on_the_fly)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), *cand = gate_file(ref, "same.json", "same"), *toks = tg_tokens_arg(
-        "qwen2_tied"), cmd[16384], *out = NULL, *err = NULL;
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *cand = gate_file(ref, "same.json", "same");
+    char *toks = tg_tokens_arg("qwen2_tied"), cmd[16384], *out = NULL, *err = NULL;
     snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' --model qwen2_tied %s '%s'", GM_PHASE0,
              GM_SHARED_DIR, toks, cand);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);

@@ -79,7 +79,7 @@ def rms(x, w, eps):
 
 def rope_tables(m, T, rounded):
     """cos and sin [T][hd/2] as the runner and HF make them: fp32 angle, fp32 cos and sin, then bf16 in bf16."""
-    a = np.float32(1) * np.arange(T, dtype=np.float32)[:, None] * m.inv_freq.astype(np.float32)[None, :]
+    a = np.arange(T, dtype=np.float32)[:, None] * m.inv_freq.astype(np.float32)[None, :]
     c, s = np.cos(a.astype(np.float64)).astype(np.float32), np.sin(a.astype(np.float64)).astype(np.float32)
     if rounded:
         c, s = bf16(c), bf16(s)
@@ -98,7 +98,8 @@ def rope(x, heads, hd, c, s):
 
 
 def attention(m, q, k, v):
-    """causal GQA attention in float64; also each output's bf16 bound from its inputs (see bound_attn)."""
+    """causal GQA attention in float64, and each output's bound: what bf16's roundings of the scores, the
+    probabilities and probs . v, and fp32's sums, allow it to move (the comment below)."""
     T, hd, g = len(q), m.hd, m.nh // m.nkv
     scale = float(np.float32(1.0 / math.sqrt(hd)))
     out, bound = np.zeros((T, m.nh * hd)), np.zeros((T, m.nh * hd))
@@ -199,7 +200,7 @@ def check(model_dir, bundle, failures, counts):
         got = {l: {n: np.load(os.path.join(d, "ops", str(l), n + ".npy")).astype(np.float64) for n in names}
                for l in layers}
         ref = None if rounded else chain(m, tokens, max(layers))
-        tables = rope_tables(m, T, True)
+        tables = rope_tables(m, T, True) if rounded else None
         for l in layers:
             prev = m.w["model.embed_tokens.weight"][tokens] if l == 0 else got.get(l - 1, {}).get("output")
             if prev is not None:

@@ -587,8 +587,9 @@ Test(verify, capture_runs_a_crlf_prompts_file_as_their_verify_would)
     snprintf(ref, sizeof ref, "%s/ref", work);
     char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
     tu_write(path, crlf_prompts, sizeof crlf_prompts - 1);
-    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts-file '%s' --steps 2 --out '%s'",
-             GM_PHASE0_TINY, GM_TINY_DIR, path, ref);
+    /* --max-prompts 0: all of them */
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts-file '%s' --max-prompts 0 --steps 1 "
+             "--ops none --out '%s'", GM_PHASE0_TINY, GM_TINY_DIR, path, ref);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     snprintf(path, sizeof path, "%s/manifest.json", ref);
     char *text = tu_read(path, NULL);
@@ -650,7 +651,8 @@ Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_
     int n;
     char cmd[16384], *out = NULL;
     /* --prompt-style instruct --max-prompts 2: the first two instruct prompts */
-    cr_assert_eq(capture_tiny("instruct", "--prompt-style instruct --max-prompts 2 --steps 2", &err), 0, "%s", err);
+    cr_assert_eq(capture_tiny("instruct", "--prompt-style instruct --max-prompts 2 --steps 1 --ops none", &err), 0,
+                 "%s", err);
     free(err);
     t = prompt_text("instruct", 1, &n);
     cr_expect_eq(n, 2);
@@ -671,7 +673,7 @@ Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_
     free(out);
     free(err);
     /* --prompt: one prompt, as given (theirs tokenizes --prompt as it is: not stripped, no comment) */
-    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1", &err), 0, "%s", err);
+    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1 --ops none", &err), 0, "%s", err);
     free(err);
     t = prompt_text("one", 0, &n);
     cr_expect_eq(n, 1);
@@ -726,12 +728,12 @@ static int holds_all(const char *s, const char *const *needles, const char **mis
 Test(verify, the_report_fields_theirs_has_no_strict_and_max_prompts)
 {
     char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400], md[4400];
-    /* the default style for a base repo is base (theirs is instruct), and --max-prompts 0 is all of them */
-    cr_assert_eq(capture_tiny("ref", "--max-prompts 0 --steps 3 --ops none", &err), 0, "%s", err);
+    /* the default style for a base repo is base (theirs is instruct): base.txt's first prompts */
+    cr_assert_eq(capture_tiny("ref", "--max-prompts 3 --steps 3 --ops none", &err), 0, "%s", err);
     free(err);
     int n;
     char *t = prompt_text("ref", 1, &n);
-    cr_expect_eq(n, 8, "base.txt holds 8 prompts");
+    cr_expect_eq(n, 3);
     cr_expect_str_eq(t, "The capital of France is");
     free(t);
     snprintf(ref, sizeof ref, "%s/ref", work);
@@ -748,7 +750,7 @@ Test(verify, the_report_fields_theirs_has_no_strict_and_max_prompts)
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --no-strict", GM_PHASE0_TINY, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", out);
     cr_expect(strstr(out, "\nverify: FAIL\n"), "the report still says FAIL:\n%s", out);
-    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 8 FAIL, 0 not checked (of 8 prompts)"), "%s", out);
+    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 3 FAIL, 0 not checked (of 3 prompts)"), "%s", out);
     free(out);
     free(err);
     /* the JSON's topk_checks and summary, and the Markdown report, as theirs */
@@ -777,16 +779,16 @@ Test(verify, the_report_fields_theirs_has_no_strict_and_max_prompts)
     cr_expect(prefix[0] == '"' && strlen(prefix) > 2, "the agreed step decoded, quoted: %s", prefix);
     const cJSON *sum = cJSON_GetObjectItem(r, "summary");
     cr_expect_eq(cJSON_GetObjectItem(sum, "topk_passed")->valueint, 0);
-    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 8);
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 3);
     char *page = tu_read(md, NULL), row[600];
     cr_assert_not_null(page);
     snprintf(row, sizeof row, "| 0 | GPU stands for | 3 | 1 | %s", chosen);
     cJSON_Delete(r);
     const char *want[] = {"# Verify report", "Result: **FAIL**",
-                          "Top-k token gate: 0 PASS / 8 FAIL (across 8 prompt-pair checks)", "| 0 | GPU stands for |",
+                          "Top-k token gate: 0 PASS / 3 FAIL (across 3 prompt-pair checks)", "| 0 | GPU stands for |",
                           row, "*Prompt 0 agreed prefix (steps 0-0):* ", "*Prompt 0 FAIL:* step 1: the candidate chose",
                           "*Prompt 0 reference top-5 at step 1:*", "*Prompt 0 candidate top-5 at step 1:*",
-                          "_8/8 prompts failed top-5 inclusion at first divergence._",
+                          "_3/3 prompts failed top-5 inclusion at first divergence._",
                           "| Layer | cos_p5 | cos_min | cos_median | max_abs |", NULL};
     const char *missing = NULL;
     cr_expect(holds_all(page, want, &missing), "the Markdown lacks \"%s\":\n%s", missing, page);
@@ -912,12 +914,14 @@ Test(verify, a_gate_file_with_the_reference_computed_on_the_fly)
 
 Test(verify, the_ops_capture_of_every_golden_family_against_a_float64_numpy_forward)
 {
-    /* every golden (Llama, Llama 3's RoPE scaling, an F32 checkpoint, Mistral's MQA, Qwen2's bias, Qwen3's q/k
-       norm), every op of every layer, in bf16 and in f32 */
+    /* every golden family (Llama, with Llama 3's RoPE scaling, an F32 checkpoint; Mistral's MQA; Qwen2's bias;
+       Qwen3's q/k norm), every op of every layer, in bf16 and in f32 */
     char cmd[32768], *out = NULL, *err = NULL;
     int k = snprintf(cmd, sizeof cmd, "/usr/bin/python3 " GM_SOURCE_DIR "/tests/ops_reference.py");
     for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
         char name[64];
+        if (strcmp(goldens[i], "llama_untied_sharded") == 0) /* llama_untied's weights in three files */
+            continue;
         snprintf(name, sizeof name, "%s-bf16", goldens[i]);
         char *b = capture(goldens[i], name, "--ops all --steps 1");
         snprintf(name, sizeof name, "%s-f32", goldens[i]);
@@ -944,7 +948,7 @@ Test(verify, the_ops_capture_of_every_golden_family_against_a_float64_numpy_forw
     cJSON *r = cJSON_Parse(out);
     cr_assert_not_null(r, "%s", out);
     cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "%s", out);
-    cr_expect_geq(cJSON_GetObjectItem(r, "checked")->valueint, 7 * 2 * 2 * 15, "every op of every layer: %s", out);
+    cr_expect_geq(cJSON_GetObjectItem(r, "checked")->valueint, 6 * 2 * 2 * 15, "every op of every layer: %s", out);
     cJSON_Delete(r);
     free(out);
     free(err);

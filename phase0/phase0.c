@@ -1,11 +1,13 @@
 /*
-** phase0: the three Phase 0 gates on a model's real weights.
-**   gate 1  weights loadable: the generated loader loads every tensor with its shape
-**   gate 2  baseline runnable: the canonical prompt through the bf16 runner gives
-**           finite, non-degenerate logits and a sane top-1
-**   gate 3  config consistent: every field of <id>_config_default(), and the architecture, equal config.json
+** phase0: the Phase 0 gates on a model's real weights, the list gates[] below,
+** run in its order:
+**   1 weights loadable: the generated loader loads every tensor with its shape
+**   2 baseline runnable: the canonical prompt through the bf16 runner gives
+**     finite, non-degenerate logits and a sane top-1
+**   3 config consistent: every field of <id>_config_default(), and the architecture, equal config.json
 ** A short report (or --json), dumps for numpy (--dump), and the verdict
 ** recorded in models/<id>/docs/development_progress/progress.md and TODO.md.
+** `phase0 capture` and `phase0 verify` are in verify/.
 */
 #include <errno.h>
 #include <stdarg.h>
@@ -33,6 +35,7 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
+#include "prompt_file.h"
 #include "record.h"
 #include "verify.h"
 
@@ -49,16 +52,15 @@ extern const gm_model_entry *const GM_PHASE0_MODELS[]; /* the registry this prog
 
 enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
 
-static const char usage[] =
+static const char usage_head[] =
     "usage: phase0 ID --weights DIR [--prompt TEXT | --tokens 1,2,3] [--instruct] [--json]\n"
     "              [--dump DIR] [--decode N] [--threads N] [--models DIR] [--no-record]\n"
     "       phase0 capture ID --weights DIR --out REF ...   the reference bundle for verify\n"
     "       phase0 verify REF CAND ...                      a candidate against it (Phases 2 and 3)\n"
     "\n"
-    "Run Phase 0's three gates for model ID (a folder under models/) on its real weights:\n"
-    "  1 weights loadable   every tensor of every layer loads with its shape\n"
-    "  2 baseline runnable  the canonical prompt gives finite, non-degenerate logits and a sane top-1\n"
-    "  3 config consistent  the generated Config equals DIR/config.json\n"
+    "Run Phase 0's gates for model ID (a folder under models/) on its real weights:\n";
+
+static const char usage[] =
     "\n"
     "  --weights DIR   a model folder (config.json, safetensors, tokenizer.json) or a Hugging Face\n"
     "                  cache snapshot, as `gen-model download` prints\n"
@@ -88,14 +90,42 @@ typedef struct gate {
     const char *cause, *where; /* from Phase 0's failure table */
 } gate;
 
-typedef struct run {
+typedef struct run run;
+
+/*
+** The gates, in the order they run; each reads what the earlier ones left in
+** the run (the weights gate 1 loaded, for gate 2). A new gate is an entry here.
+*/
+static void gate_weights(run *r, gate *g);
+static void gate_baseline(run *r, gate *g);
+static void gate_config(run *r, gate *g);
+
+static const struct gate_def {
+    const char *name, *what;
+    void (*check)(run *r, gate *g);
+} gates[] = {
+    {"weights loadable", "every tensor of every layer loads with its shape", gate_weights},
+    {"baseline runnable", "the canonical prompt gives finite, non-degenerate logits and a sane top-1", gate_baseline},
+    {"config consistent", "the generated Config equals DIR/config.json", gate_config},
+};
+
+enum { N_GATES = sizeof gates / sizeof gates[0] };
+
+struct run {
     const gm_model_entry *e;
     const char *weights, *prompt;
     char prompt_buf[1024];
     int32_t *tokens;
     int n_tokens;
     gm_tokenizer *tok;
-    gate g[3];
+    gate g[N_GATES];
+    void *w;            /* the weights, once gate 1 loaded them (loaded) */
+    int loaded;
+    rt_layer *layers;
+    rt_model m;         /* the runner's view of them */
+    rt_options o;
+    int have_top5;      /* the last position's logits were finite: top5*, logits_std, entropy_ratio hold */
+    int logits_ok;      /* and gate 2 found them sane */
     int32_t top5[5];
     float top5_logit[5], top5_prob[5];
     char top5_text[5][64];
@@ -104,7 +134,7 @@ typedef struct run {
     int n_decode;       /* --decode N: greedy tokens after the prefill */
     int32_t *decoded;
     rt_result res;
-} run;
+};
 
 static double now(void)
 {
@@ -127,20 +157,21 @@ static void set(gate *g, int pass, const char *cause, const char *where, const c
     g->where = pass ? NULL : where;
 }
 
-/* The first prompt of an embedded prompts file (`# ` lines are comments); `skip` prompts skipped. */
+/* Prompt `skip` (from 0) of an embedded prompts file, read as verify reads one (prompt_file.h). */
 static const char *canonical(const char *file, int skip, char *buf, size_t size)
 {
     for (const gm_embedded_file *f = gm_prompts; f->name; f++) {
         if (strcmp(f->name, file) != 0)
             continue;
-        for (const char *line = f->data; *line;) {
-            size_t n = strcspn(line, "\n");
-            if (n > 0 && line[0] != '#' && skip-- == 0) {
-                snprintf(buf, size, "%.*s", (int)n, line);
-                return buf;
-            }
-            line += n + (line[n] == '\n');
+        p0_prompts ps;
+        gm_status st = {0};
+        const char *found = NULL;
+        if (p0_prompts_read(f->name, f->data, strlen(f->data), skip + 1, &ps, &st) == 0 && ps.n > skip) {
+            snprintf(buf, size, "%s", ps.p[skip].text);
+            found = buf;
         }
+        p0_prompts_free(&ps);
+        return found;
     }
     return NULL;
 }
@@ -156,26 +187,15 @@ static const char *prompt_file(const char *which)
     return NULL;
 }
 
-static int is_instruct(const char *repo)
-{
-    static const char *const marks[] = {"instruct", "Instruct", "-it", "chat", "Chat"};
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
-        if (strstr(repo, marks[i]))
-            return 1;
-    return 0;
-}
-
 /* ---------------------------------------------------------------------- */
 /* the gates */
 
-static void gate3(run *r)
+static void gate_config(run *r, gate *g)
 {
     char path[4096], arch[256], fields[400];
     gm_config want, got;
     gm_status st = {0};
     char other[sizeof st.msg] = "";
-    gate *g = &r->g[2];
-    g->name = "config consistent";
     snprintf(path, sizeof path, "%s/config.json", r->weights);
     if (gm_config_read(&want, path, &st)) {
         set(g, 0, "config.json missing or unreadable", "the weights folder; gen-model download", "%s", st.msg);
@@ -249,11 +269,10 @@ static void prefill_progress(void *ctx, int done, int n)
     fprintf(stderr, done < n ? "\r  prefill: layer %d of %d" : "\r\033[K", done, n);
 }
 
-static void gate1(run *r, void *w)
+static void gate_weights(run *r, gate *g)
 {
     gm_status st = {0};
-    gate *g = &r->g[0];
-    g->name = "weights loadable";
+    void *w = r->w;
     const double t0 = now();
     ticker k = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, "loading the weights", t0};
     pthread_t th;
@@ -268,6 +287,8 @@ static void gate1(run *r, void *w)
     }
     r->load_seconds = now() - t0;
     if (rc == 0) {
+        r->loaded = 1;
+        r->e->view(w, r->layers, &r->m);
         gm_config c;
         r->e->config(&c);
         set(g, 1, NULL, NULL, "every tensor of %d layers loaded with its shape in %.2f s", c.n_layers,
@@ -359,8 +380,8 @@ static int prompt_tokens(run *r, gm_status *st)
     if (r->tokens)
         return 0;
     if (!r->prompt) {
-        r->prompt = canonical(is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
-                              is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
+        r->prompt = canonical(p0_is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
+                              p0_is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
     }
     if (!r->tok)
         return gm_fail(st, GM_EMISSING, "%s: no tokenizer.json to tokenize the prompt; put the tokenizer files "
@@ -384,12 +405,12 @@ static int is_special(const run *r, const gm_config *c, int32_t id)
     return 0;
 }
 
-static void gate2(run *r, const rt_model *m, const rt_options *o)
+static void gate_baseline(run *r, gate *g)
 {
     gm_status st = {0};
-    gate *g = &r->g[1];
-    g->name = "baseline runnable";
-    if (!r->g[0].pass) {
+    const rt_model *m = &r->m;
+    const rt_options *o = &r->o;
+    if (!r->loaded) {
         set(g, 0, "not run: the weights did not load", "gate 1", "skipped");
         return;
     }
@@ -463,6 +484,7 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
     r->logits_std = sqrt(fmax(sq / V - (sum / V) * (sum / V), 0.0));
     r->entropy_ratio = ent / log((double)V);
     rt_top_k(lg, V, 5, r->top5);
+    r->have_top5 = 1;
     for (int i = 0; i < 5; i++) {
         r->top5_logit[i] = lg[r->top5[i]];
         r->top5_prob[i] = (float)(exp(lg[r->top5[i]] - max) / z);
@@ -486,8 +508,9 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
         set(g, 0, "tokenizer mismatch: wrong BOS handling or chat template", "the tokenizer files; base vs "
             "instruct prompts", "top-1 %d is %s", top, top < 0 || top >= c.vocab_size ? "out of range" : "a special token");
     else
-        set(g, 1, NULL, NULL, "%d tokens, top-1 %d (logit %.4g, p %.3f); logits finite, std %.3g, entropy %.3f of "
-            "log V", r->n_tokens, top, r->top5_logit[0], r->top5_prob[0], r->logits_std, r->entropy_ratio);
+        set(g, r->logits_ok = 1, NULL, NULL, "%d tokens, top-1 %d (logit %.4g, p %.3f); logits finite, std %.3g, "
+            "entropy %.3f of log V", r->n_tokens, top, r->top5_logit[0], r->top5_prob[0], r->logits_std,
+            r->entropy_ratio);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -495,7 +518,10 @@ static void gate2(run *r, const rt_model *m, const rt_options *o)
 
 static int all_pass(const run *r)
 {
-    return r->g[0].pass && r->g[1].pass && r->g[2].pass;
+    for (int i = 0; i < N_GATES; i++)
+        if (!r->g[i].pass)
+            return 0;
+    return 1;
 }
 
 static void print_text(const run *r)
@@ -512,7 +538,7 @@ static void print_text(const run *r)
             printf(" %d", r->tokens[i]);
         printf("%s\n", r->n_tokens > 32 ? " ..." : "");
     }
-    if (r->g[1].pass || (r->g[1].ran && r->logits_std > 0)) {
+    if (r->have_top5) {
         printf("top-5 at the last position:\n");
         for (int i = 0; i < 5; i++) {
             char t[160], q[170] = "";
@@ -524,7 +550,7 @@ static void print_text(const run *r)
         printf("logits: std %.4f, entropy %.4f of the uniform's (degenerate: std < 0.001 or entropy > 0.99)\n",
                r->logits_std, r->entropy_ratio);
     }
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_GATES; i++) {
         const gate *g = &r->g[i];
         printf("gate %d %-19s %s  %s\n", i + 1, g->name, g->pass ? "PASS" : "FAIL", g->detail);
         if (!g->pass)
@@ -564,7 +590,7 @@ static cJSON *report_json(const run *r)
     for (int i = 0; r->tokens && i < r->n_tokens; i++)
         cJSON_AddItemToArray(toks, cJSON_CreateNumber(r->tokens[i]));
     cJSON *gates = cJSON_AddArrayToObject(j, "gates");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_GATES; i++) {
         cJSON *g = cJSON_CreateObject();
         cJSON_AddNumberToObject(g, "gate", i + 1);
         cJSON_AddStringToObject(g, "name", r->g[i].name);
@@ -576,7 +602,7 @@ static cJSON *report_json(const run *r)
         }
         cJSON_AddItemToArray(gates, g);
     }
-    if (r->g[1].ran && r->logits_std > 0) {
+    if (r->have_top5) {
         cJSON *top = cJSON_AddArrayToObject(j, "top5");
         for (int i = 0; i < 5; i++) {
             cJSON *t = cJSON_CreateObject();
@@ -610,11 +636,14 @@ static void progress_entry(const run *r, char *out, size_t size)
 {
     gm_config c;
     r->e->config(&c);
-    char date[32], top[160] = "";
+    char date[32], top[160] = "", verdicts[400] = "";
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (r->tok)
         p0_shown(r->top5_text[0], top, sizeof top);
+    for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
+        k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
+                      r->g[i].pass ? "PASS" : "FAIL");
     snprintf(out, size,
              "## Phase 0: %s (%s)\n"
              "- Model: %s @ %s (`%s`), weights from `%s`\n"
@@ -623,20 +652,19 @@ static void progress_entry(const run *r, char *out, size_t size)
              "- CPU helpers kept: rms_norm, attention_reference, softmax\n"
              "- Baseline: %s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; logits %s (std %.3f, "
              "entropy %.3f of uniform)\n"
-             "- Gates: 1 weights loadable %s; 2 baseline runnable %s; 3 config consistent %s\n",
+             "- Gates: %s\n",
              all_pass(r) ? "PASS" : "FAIL", date, r->e->repo, r->e->commit[0] ? r->e->commit : "(local)", r->e->id,
              r->weights, c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size,
              c.rope_base, c.tie_word_embeddings ? "true" : "false", r->prompt ? "prompt \"" : "",
              r->prompt ? r->prompt : "", r->prompt ? "\", " : "", r->n_tokens, top, r->top5[0], r->top5_logit[0],
-             r->top5_prob[0], r->g[1].pass ? "OK" : "not OK", r->logits_std, r->entropy_ratio,
-             r->g[0].pass ? "PASS" : "FAIL", r->g[1].pass ? "PASS" : "FAIL", r->g[2].pass ? "PASS" : "FAIL");
+             r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio, verdicts);
 }
 
 static int record(const run *r, const char *models_dir, gm_status *st)
 {
     char dir[4096], entry[4096], blocker[700] = "";
     snprintf(dir, sizeof dir, "%s/%s", models_dir, r->e->id);
-    for (int i = 0; i < 3 && !blocker[0]; i++)
+    for (int i = 0; i < N_GATES && !blocker[0]; i++)
         if (!r->g[i].pass)
             snprintf(blocker, sizeof blocker, "Phase 0 gate %d (%s) fails: %s; look at %s", i + 1, r->g[i].name,
                      r->g[i].cause, r->g[i].where);
@@ -701,7 +729,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         return strcmp(argv[1], "capture") == 0 ? vf_capture_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file)
-                                               : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS);
+                                               : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file);
     }
     run r = {0};
     const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
@@ -711,7 +739,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: %s\n", isa.msg);
         return EXIT_USAGE;
     }
-    rt_options o = {.precision = RT_BF16, .diagnosis = 0, .threads = 0};
+    rt_options *o = &r.o;
+    *o = (rt_options){.precision = RT_BF16, .diagnosis = 0, .threads = 0};
     while ((c = getopt_long(argc, argv, ":w:p:t:ijd:T:m:nhD:VL", longopts, NULL)) != -1) {
         switch (c) {
         case 'w': r.weights = optarg; break;
@@ -724,10 +753,10 @@ int main(int argc, char **argv)
             break;
         case 'i': instruct = 1; break;
         case 'j': json = 1; break;
-        case 'd': dump_dir = optarg; o.diagnosis = 1; break;
+        case 'd': dump_dir = optarg; o->diagnosis = 1; break;
         case 'T':
-            o.threads = atoi(optarg);
-            if (o.threads <= 0) {
+            o->threads = atoi(optarg);
+            if (o->threads <= 0) {
                 fprintf(stderr, "phase0: --threads: expected a positive count, found '%s'\n", optarg);
                 return EXIT_USAGE;
             }
@@ -742,7 +771,12 @@ int main(int argc, char **argv)
             break;
         case 'm': models_dir = optarg; break;
         case 'n': no_record = 1; break;
-        case 'h': fputs(usage, stdout); return EXIT_PASS;
+        case 'h':
+            fputs(usage_head, stdout);
+            for (int i = 0; i < N_GATES; i++)
+                printf("  %d %-18s %s\n", i + 1, gates[i].name, gates[i].what);
+            fputs(usage, stdout);
+            return EXIT_PASS;
         case 'L': /* the built-in model ids, one a line (for shell completion) */
             GM_FOR_EACH_MODEL(e, GM_PHASE0_MODELS)
                 puts(e->id);
@@ -777,14 +811,16 @@ int main(int argc, char **argv)
         gm_status_clear(&st);
     }
 
-    void *w = calloc(1, r.e->weights_size);
-    rt_layer *layers = calloc((size_t)r.e->n_layers, sizeof *layers);
-    rt_model m;
-    gate1(&r, w);
-    if (r.g[0].pass)
-        r.e->view(w, layers, &m);
-    gate2(&r, &m, &o);
-    gate3(&r);
+    r.w = calloc(1, r.e->weights_size);
+    r.layers = calloc((size_t)r.e->n_layers, sizeof *r.layers);
+    if (!r.w || !r.layers) {
+        fprintf(stderr, "phase0: out of memory\n");
+        return EXIT_IO;
+    }
+    for (int i = 0; i < N_GATES; i++) {
+        r.g[i].name = gates[i].name;
+        gates[i].check(&r, &r.g[i]);
+    }
 
     if (json) {
         cJSON *j = report_json(&r);
@@ -804,10 +840,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: %s\n", st.msg);
         code = EXIT_IO;
     }
-    if (r.g[0].pass)
-        r.e->free(w);
-    free(w);
-    free(layers);
+    if (r.loaded)
+        r.e->free(r.w);
+    free(r.w);
+    free(r.layers);
     free(r.tokens);
     free(r.decoded);
     rt_result_free(&r.res);

@@ -386,3 +386,109 @@ Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)
     rt_top_k(l, 6, 4, ids);
     cr_assert(ids[0] == 1 && ids[1] == 2 && ids[2] == 5 && ids[3] == 4, "%d %d %d %d", ids[0], ids[1], ids[2], ids[3]);
 }
+
+/* ---------------------------------------------------------------------- */
+/* the observer of the ops inside the blocks (rt_observer) */
+
+enum { MAX_SEEN = 256 };
+
+typedef struct seen {
+    int only;                  /* the one layer wanted, -1: every layer */
+    int n;                     /* calls */
+    int layer[MAX_SEEN], rows[MAX_SEEN], width[MAX_SEEN];
+    rt_op op[MAX_SEEN];
+    float *input[8], *output[8]; /* per layer: copies of the block's input and output */
+} seen;
+
+static int wants(void *ctx, int layer)
+{
+    const seen *s = ctx;
+    return s->only < 0 || layer == s->only;
+}
+
+static void record_op(void *ctx, int layer, rt_op op, const float *rows, int n, int width)
+{
+    seen *s = ctx;
+    cr_assert_lt(s->n, MAX_SEEN);
+    s->layer[s->n] = layer, s->op[s->n] = op, s->rows[s->n] = n, s->width[s->n] = width;
+    s->n++;
+    float **keep = op == RT_OP_INPUT ? &s->input[layer] : op == RT_OP_OUTPUT ? &s->output[layer] : NULL;
+    if (keep && layer < 8) {
+        free(*keep);
+        *keep = malloc(sizeof(float) * (size_t)n * width);
+        memcpy(*keep, rows, sizeof(float) * (size_t)n * width);
+    }
+}
+
+static void seen_free(seen *s)
+{
+    for (int l = 0; l < 8; l++)
+        free(s->input[l]), free(s->output[l]);
+}
+
+Test(runner, an_observer_sees_every_op_of_the_layers_it_wants_and_changes_no_result)
+{
+    GM_FOR_EACH_MODEL(e, gm_golden_models) {
+        loaded ld;
+        load(&ld, e);
+        const gm_config *c = &ld.m.cfg;
+        gm_npy tok = golden(e->id, "seq24", NULL, "tokens.npy");
+        const int T = (int)tok.count, H = c->emb_dim, Q = c->n_heads * c->head_dim, KV = c->n_kv_heads * c->head_dim;
+        const int F = c->hidden_dim, L = c->n_layers, qk_norm = ld.layers[0].q_norm != NULL;
+        gm_status st = {0};
+        rt_session *s = NULL;
+        rt_result plain, watched;
+        const rt_options o = {.precision = RT_BF16, .diagnosis = 1};
+        cr_assert_eq(rt_session_new(&s, &ld.m, &o, T + 1, &st), 0, "%s", st.msg);
+        cr_assert_eq(rt_prefill(s, tok.data, T, &plain, &st), 0, "%s", st.msg);
+        rt_session_free(s);
+
+        seen all = {.only = -1};
+        const rt_options ob = {.precision = RT_BF16, .diagnosis = 1, .observer = {wants, record_op, &all}};
+        cr_assert_eq(rt_session_new(&s, &ld.m, &ob, T + 1, &st), 0, "%s", st.msg);
+        cr_assert_eq(rt_prefill(s, tok.data, T, &watched, &st), 0, "%s", st.msg);
+        cr_expect(memcmp(plain.logits, watched.logits, sizeof(float) * (size_t)T * plain.vocab) == 0,
+                  "%s: observing changed the logits", e->id);
+        /* every op of every layer in rt_op order, Qwen3's norms only where the family has them, each its width */
+        const int per_layer = RT_N_OPS - (qk_norm ? 0 : 2);
+        cr_assert_eq(all.n, L * per_layer, "%s: %d calls", e->id, all.n);
+        const int width[RT_N_OPS] = {H, H, Q, KV, KV, Q, KV, Q, KV, Q, H, H, H, F, F, F, H, H};
+        for (int i = 0, prev = -1; i < all.n; i++) {
+            cr_expect_eq(all.layer[i], i / per_layer, "%s: call %d", e->id, i);
+            cr_expect((int)all.op[i] > prev || (all.op[i] == RT_OP_INPUT && prev == RT_OP_OUTPUT), "%s: op order",
+                      e->id);
+            cr_expect(qk_norm || (all.op[i] != RT_OP_Q_NORM && all.op[i] != RT_OP_K_NORM), "%s: no q/k norm", e->id);
+            cr_expect(all.rows[i] == T && all.width[i] == width[all.op[i]], "%s: op %d: %d x %d", e->id, all.op[i],
+                      all.rows[i], all.width[i]);
+            prev = (int)all.op[i];
+        }
+        /* the block's output is the layer's (diagnosis), and the next block's input; layer 0's input the embedding */
+        for (int l = 0; l < L && l < 8; l++) {
+            cr_expect(memcmp(all.output[l], watched.layers + (size_t)l * T * H, sizeof(float) * (size_t)T * H) == 0,
+                      "%s: layer %d's output", e->id, l);
+            const float *in = l ? all.output[l - 1] : watched.embed;
+            cr_expect(memcmp(all.input[l], in, sizeof(float) * (size_t)T * H) == 0, "%s: layer %d's input", e->id, l);
+        }
+        /* a decode step: one row of the layer wanted, none of the others */
+        seen one = {.only = L - 1};
+        rt_session_free(s);
+        const rt_options ob1 = {.precision = RT_BF16, .observer = {wants, record_op, &one}};
+        rt_result step;
+        cr_assert_eq(rt_session_new(&s, &ld.m, &ob1, T + 1, &st), 0, "%s", st.msg);
+        cr_assert_eq(rt_prefill(s, tok.data, T, &step, &st), 0, "%s", st.msg);
+        rt_result_free(&step);
+        one.n = 0;
+        cr_assert_eq(rt_decode_step(s, plain.top1, &step, &st), 0, "%s", st.msg);
+        cr_expect_eq(one.n, per_layer, "%s: the decode step's calls", e->id);
+        for (int i = 0; i < one.n; i++)
+            cr_expect(one.layer[i] == L - 1 && one.rows[i] == 1, "%s: decode call %d", e->id, i);
+        rt_result_free(&step);
+        rt_session_free(s);
+        rt_result_free(&plain);
+        rt_result_free(&watched);
+        seen_free(&all);
+        seen_free(&one);
+        gm_npy_free(&tok);
+        unload(&ld);
+    }
+}

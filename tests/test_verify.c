@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "golden_util.h"
+#include "prompt_file.h"
 #include "util.h"
 #include "verify.h"
 
@@ -20,6 +21,16 @@
 
 /* ---------------------------------------------------------------------- */
 /* the rules, by hand */
+
+/* The token gate on rows of 5: the walk, then its verdict; *d the divergence. */
+static vf_verdict gate(const int32_t *ref, const int32_t *ref_top, const int32_t *cand, const int32_t *cand_top,
+                       int steps, int *d, char *why, size_t size)
+{
+    vf_walk w;
+    vf_walk_tokens(ref, ref_top, cand, cand_top, steps, 5, &w);
+    *d = w.diverge;
+    return vf_token_verdict(&w, why, size);
+}
 
 Test(verify_rules, top_k_orders_by_logit_then_the_smaller_id)
 {
@@ -45,11 +56,11 @@ Test(verify_rules, a_tie_at_the_top_k_boundary_keeps_the_smaller_id_in)
     const int32_t cand_top[5] = {9, 0, 1, 2, 3};
     int d;
     char why[512];
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_nine, cand_top, 1, 5, 5, &d, why, sizeof why), VF_FAIL, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_nine, cand_top, 1, &d, why, sizeof why), VF_FAIL, "%s", why);
     /* the rule asks nothing of the candidate's own choice in its own top-5 */
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_four, cand_top, 1, &d, why, sizeof why), VF_OK, "%s", why);
     const int32_t cand_top4[5] = {4, 0, 1, 2, 3};
-    cr_expect_eq(vf_token_gate(ref_ids, top, cand_four, cand_top4, 1, 5, 5, &d, why, sizeof why), VF_OK, "%s", why);
+    cr_expect_eq(gate(ref_ids, top, cand_four, cand_top4, 1, &d, why, sizeof why), VF_OK, "%s", why);
 }
 
 /* The gate, one rule at a time: 3 steps, top-5 rows. */
@@ -84,12 +95,54 @@ Test(verify_rules, the_token_gate_case_by_case)
         const gate_case *c = &gate_cases[i];
         int d = -2;
         char why[512];
-        vf_verdict v = vf_token_gate(c->ref, &c->ref_top[0][0], c->cand, c->cand_has_top ? &c->cand_top[0][0] : NULL,
-                                     3, 5, 5, &d, why, sizeof why);
+        vf_verdict v = gate(c->ref, &c->ref_top[0][0], c->cand, c->cand_has_top ? &c->cand_top[0][0] : NULL, 3, &d,
+                            why, sizeof why);
         cr_expect_eq(v, c->want, "case %zu: %d, expected %d (%s)", i, v, c->want, why);
         cr_expect_eq(d, c->diverge, "case %zu: divergence at %d, expected %d", i, d, c->diverge);
         cr_expect(why[0] && !strchr(why, '\n'), "case %zu: one line", i);
     }
+}
+
+Test(verify_rules, every_rule_of_the_table_is_judged_and_one_fail_fails_the_prompt)
+{
+    /* a prompt whose tokens all agree and whose layer 0 is far off */
+    int32_t ids[3] = {1, 2, 3};
+    vf_layer l0 = {.name = "layer 0", .cos_whole = 0.5, .cos_min = 0.4};
+    vf_prompt p = {.head_dim = 64, .n_steps = 3, .ref_ids = ids, .cand_ids = ids, .n_layers = 1, .layers = &l0};
+    p.threshold = vf_threshold(64);
+    vf_walk_tokens(ids, (int32_t[15]){0}, ids, NULL, 3, 5, &p.walk);
+    cr_assert_eq(vf_judge(&p), VF_FAIL);
+    cr_expect_eq(p.rule[VF_RULE_TOKENS].verdict, VF_OK, "%s", p.rule[VF_RULE_TOKENS].why);
+    cr_expect_eq(p.rule[VF_RULE_BLOCK].verdict, VF_FAIL, "%s", p.rule[VF_RULE_BLOCK].why);
+    cr_expect(strstr(p.rule[VF_RULE_BLOCK].why, "whole-tensor cosine 0.500000 < 0.99"), "%s", p.rule[VF_RULE_BLOCK].why);
+    /* without layers and without the candidate's ids nothing fails: each rule says it was not checked */
+    vf_prompt q = {.head_dim = 64};
+    cr_assert_eq(vf_judge(&q), VF_OK);
+    for (int k = 0; k < VF_N_RULES; k++) {
+        cr_expect_eq(q.rule[k].verdict, VF_UNCHECKED, "%s", vf_rules[k].key);
+        cr_expect(strncmp(q.rule[k].why, "not checked", 11) == 0, "%s: %s", vf_rules[k].key, q.rule[k].why);
+        for (int j = 0; j < k; j++)
+            cr_expect_str_neq(vf_rules[k].key, vf_rules[j].key, "each rule has its own key");
+    }
+}
+
+Test(verify_rules, the_walk_ranks_each_choice_in_the_others_top_k_and_a_fail_names_both_directions)
+{
+    const int32_t ref[] = {4, 7}, cand[] = {4, 9};
+    const int32_t ref_top[2][5] = {{4}, {7, 9, 1, 2, 3}}, cand_top[2][5] = {{4}, {9, 5, 7, 6, 8}};
+    vf_walk w;
+    char why[512];
+    vf_walk_tokens(ref, &ref_top[0][0], cand, &cand_top[0][0], 2, 5, &w);
+    cr_expect_eq(w.diverge, 1);
+    cr_expect_eq(w.cand_rank_in_ref, 2, "the candidate's 9 is the reference's #2");
+    cr_expect_eq(w.ref_rank_in_cand, 3, "the reference's 7 is the candidate's #3");
+    cr_expect_eq(vf_token_verdict(&w, why, sizeof why), VF_OK, "%s", why);
+    const int32_t far_ref_top[2][5] = {{4}, {7, 1, 2, 3, 5}}, far_cand_top[2][5] = {{4}, {9, 1, 2, 3, 5}};
+    vf_walk_tokens(ref, &far_ref_top[0][0], cand, &far_cand_top[0][0], 2, 5, &w);
+    cr_expect(w.cand_rank_in_ref == 0 && w.ref_rank_in_cand == 0);
+    cr_expect_eq(vf_token_verdict(&w, why, sizeof why), VF_FAIL);
+    cr_expect_str_eq(why, "step 1: the candidate chose 9, not in the reference's top-5 (7, 1, 2, 3, 5); the reference "
+                          "chose 7, not in the candidate's top-5 (9, 1, 2, 3, 5)");
 }
 
 Test(verify_rules, the_lens_by_hand)
@@ -117,6 +170,16 @@ Test(verify_rules, the_lens_by_hand)
     cr_assert_eq(vf_lens(ref, with_nan, 3, 2, &l, &st), 0);
     cr_expect_eq(l.nan, 1);
     free(l.pos_cos);
+    /* an Inf (docs/verify.md): counted, out of the error metrics, its position's cosine 0 and the whole's */
+    const float with_inf[] = {1, 0, INFINITY, 2, 3, 4};
+    cr_assert_eq(vf_lens(ref, with_inf, 3, 2, &l, &st), 0);
+    cr_expect_eq(l.nan, 1);
+    cr_expect_eq(l.pos_cos[1], 0.0, "a position with an Inf has cosine 0");
+    cr_expect_float_eq(l.pos_cos[0], 1.0, 1e-12);
+    cr_expect_eq(l.cos_whole, 0.0);
+    cr_expect_float_eq(l.max_abs, 0.0, 1e-12, "the finite values agree");
+    cr_expect_float_eq(l.mean_abs, 0.0, 1e-12);
+    free(l.pos_cos);
 }
 
 Test(verify_rules, the_block_threshold_follows_head_dim)
@@ -137,14 +200,7 @@ static char *work;
 
 static void setup(void) { work = tu_tmpdir(); }
 
-static void teardown(void)
-{
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", work);
-    free(work);
-}
+static void teardown(void) { tu_rmtree(work); }
 
 TestSuite(verify, .init = setup, .fini = teardown, .timeout = 120);
 
@@ -211,6 +267,8 @@ Test(verify, the_reference_computed_on_the_fly_needs_only_the_candidate)
     snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen3_tied' '%s'", GM_PHASE0, GM_SHARED_DIR, ref);
     cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     cr_assert(strstr(out, "verify: PASS"), "%s", out);
+    cr_expect(strstr(out, "the ops lens (36 of the reference's 36 op outputs)"), "the ops of the layers the candidate "
+              "has, computed too:\n%s", out);
     free(out);
     free(err);
     free(ref);
@@ -253,7 +311,7 @@ Test(verify, the_tiny_full_vocabulary_model_with_its_canonical_prompts)
 
 Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), *cand = NULL, cmd[16384], *out = NULL, *err = NULL;
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *cand = NULL, cmd[16384], *out = NULL, *err = NULL;
     char dir[4400];
     snprintf(dir, sizeof dir, "%s/named", work);
     snprintf(cmd, sizeof cmd, PY " make '%s' '%s' renamed", ref, dir);
@@ -270,7 +328,7 @@ Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
 
 Test(verify, a_candidate_of_no_steps_is_not_checked_rather_than_passed)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), cmd[16384], *out = NULL, *err = NULL, dir[4400];
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), cmd[16384], *out = NULL, *err = NULL, dir[4400];
     snprintf(dir, sizeof dir, "%s/empty", work);
     snprintf(cmd, sizeof cmd, PY " make '%s' '%s' ids-only && /usr/bin/python3 -c \"import numpy as np,sys; "
              "np.save(sys.argv[1] + '/p000/ids.npy', np.zeros(0, np.int32))\" '%s'", ref, dir, dir);
@@ -316,6 +374,13 @@ static void assert_as_the_rules_say(const char *ref, const char *cand, const cha
     cr_expect_str_eq(str_at(gp, "token_gate", "verdict"), str_at(wp, "token_gate", NULL), "%s: token gate", label);
     const cJSON *wd = cJSON_GetObjectItem(wp, "diverge"), *gd = cJSON_GetObjectItem(cJSON_GetObjectItem(gp, "token_gate"), "diverge");
     cr_expect_eq(cJSON_IsNull(wd) ? -1 : wd->valueint, cJSON_IsNull(gd) ? -1 : gd->valueint, "%s: divergence", label);
+    /* their record's ranks: each side's choice in the other's top-5, null when not in it */
+    const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(got, "topk_checks"), 0);
+    for (int k = 0; tc && k < 2; k++) {
+        const char *key = k ? "ref_chosen_rank_in_test" : "test_chosen_rank_in_ref";
+        const cJSON *w = cJSON_GetObjectItem(wp, key), *g = cJSON_GetObjectItem(tc, key);
+        cr_expect_eq(cJSON_IsNull(w) ? 0 : w->valueint, cJSON_IsNull(g) ? 0 : g->valueint, "%s: %s", label, key);
+    }
     const cJSON *wl = cJSON_GetObjectItem(wp, "lens"), *gl = cJSON_GetObjectItem(gp, "lens");
     if (wl) {
         cr_expect_str_eq(str_at(gp, "block_gate", "verdict"), str_at(wp, "block_gate", NULL), "%s: block gate", label);
@@ -355,7 +420,7 @@ static char *perturbed(const char *ref, const char *name, const char *mode, cons
 
 Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
     static const struct { const char *name, *mode, *arg; int pass; } cases[] = {
         {"swap", "swap", "0,1", 0},          {"noise-small", "noise", "0.0001", 1}, {"noise-mid", "noise", "0.05", -1},
         {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
@@ -393,7 +458,8 @@ Test(verify, a_wrong_rope_theta_fails_at_layer_0)
 
 Test(verify, a_partial_candidate_says_what_was_not_checked)
 {
-    char *ref = capture("llama3_tied", "ref", NULL), *cand = perturbed(ref, "ids", "ids-only", NULL), cmd[16384];
+    char *ref = capture("llama3_tied", "ref", "--ops none"), *cand = perturbed(ref, "ids", "ids-only", NULL);
+    char cmd[16384];
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
@@ -407,7 +473,7 @@ Test(verify, a_partial_candidate_says_what_was_not_checked)
 /* Bad input: one line naming the file and the field, exit 2. */
 Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
 {
-    char *ref = capture("qwen2_tied", "ref", NULL), *other = capture("qwen3_tied", "other", NULL);
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *other = capture("qwen3_tied", "other", "--ops none");
     struct { const char *edit, *want; } cases[] = {
         {"python3 -c \"import numpy as np,sys; d=sys.argv[1]+'/p000/'; x=np.load(d+'layers.npy'); "
          "np.save(d+'layers.npy', x[:, :-1])\" \"$1\"", "p000/layers.npy: shape: expected"},
@@ -443,4 +509,517 @@ Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
     free(err);
     free(ref);
     free(other);
+}
+
+/* ---------------------------------------------------------------------- */
+/* prompts files */
+
+/*
+** A prompts file as their verify_runner.py reads it, CRLF ends: blank lines, a
+** line of spaces, comments indented by spaces and tabs, prompts with spaces
+** around them (Unicode's too: U+00A0, U+3000, \x1f), and the other line ends
+** Python's splitlines() knows (a lone \r, \v, \f, \x1c, U+0085, U+2028).
+*/
+static const char crlf_prompts[] =
+    "# Prompts, CRLF\r\n"
+    "\r\n"
+    "The capital of France is  \r\n"
+    "   \r\n"
+    "  # an indented comment\r\n"
+    "\t# a tabbed comment\r\n"
+    "\xc2\xa0 GPU stands for\xe3\x80\x80\x1f\r\n"
+    "one\rtwo\x0bthree\x0c four \x1c"
+    "five\xc2\x85six\xe2\x80\xa8seven\r\n"
+    "a # inside is kept\r\n"
+    "\r\n";
+
+/* What Python makes of `text`, read as their verify reads a prompts file: the list as JSON (malloc'd). */
+static char *python_prompts(const char *text, size_t len)
+{
+    char path[4400], cmd[9000], *out = NULL, *err = NULL;
+    snprintf(path, sizeof path, "%s/prompts.txt", work);
+    tu_write(path, text, len);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import json, pathlib, sys; print(json.dumps([l.strip() for l in "
+             "pathlib.Path(sys.argv[1]).read_text(encoding='utf-8').splitlines() if l.strip() and not "
+             "l.strip().startswith('#')]))\" '%s'", path);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    free(err);
+    return out;
+}
+
+Test(verify, a_prompts_file_is_read_as_their_verify_reads_it)
+{
+    p0_prompts ps;
+    gm_status st = {0};
+    cr_assert_eq(p0_prompts_read("crlf.txt", crlf_prompts, sizeof crlf_prompts - 1, 0, &ps, &st), 0, "%s", st.msg);
+    char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
+    cJSON *want = cJSON_Parse(want_text);
+    cr_assert_eq(ps.n, cJSON_GetArraySize(want), "%d prompts, Python reads %d: %s", ps.n, cJSON_GetArraySize(want),
+                 want_text);
+    for (int i = 0; i < ps.n; i++)
+        cr_expect_str_eq(ps.p[i].text, cJSON_GetArrayItem(want, i)->valuestring, "prompt %d", i);
+    cr_expect_str_eq(ps.p[0].text, "The capital of France is");
+    cr_expect_eq(ps.p[0].line, 3, "line numbers count as splitlines() counts");
+    /* the file with LF ends gives the same prompts; at most max of them */
+    char lf[sizeof crlf_prompts];
+    size_t n = 0;
+    for (size_t i = 0; i + 1 < sizeof crlf_prompts; i++)
+        if (!(crlf_prompts[i] == '\r' && crlf_prompts[i + 1] == '\n'))
+            lf[n++] = crlf_prompts[i];
+    p0_prompts lps;
+    cr_assert_eq(p0_prompts_read("lf.txt", lf, n, 2, &lps, &st), 0, "%s", st.msg);
+    cr_assert_eq(lps.n, 2);
+    for (int i = 0; i < lps.n; i++)
+        cr_expect_str_eq(lps.p[i].text, ps.p[i].text);
+    p0_prompts_free(&lps);
+    p0_prompts_free(&ps);
+    cJSON_Delete(want);
+    free(want_text);
+    /* not UTF-8: one line naming the file and the line */
+    cr_expect_neq(p0_prompts_read("bad.txt", "ok\r\nbad \xff\r\n", 10, 0, &ps, &st), 0);
+    cr_expect_str_eq(st.msg, "bad.txt: line 2: expected UTF-8 text, found the byte 0xff");
+}
+
+Test(verify, capture_runs_a_crlf_prompts_file_as_their_verify_would)
+{
+    char path[4400], ref[4400], cmd[16384], *out = NULL, *err = NULL;
+    snprintf(path, sizeof path, "%s/crlf.txt", work);
+    snprintf(ref, sizeof ref, "%s/ref", work);
+    char *want_text = python_prompts(crlf_prompts, sizeof crlf_prompts - 1);
+    tu_write(path, crlf_prompts, sizeof crlf_prompts - 1);
+    /* --max-prompts 0: all of them */
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --prompts-file '%s' --max-prompts 0 --steps 1 "
+             "--ops none --out '%s'", GM_PHASE0_TINY, GM_TINY_DIR, path, ref);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    snprintf(path, sizeof path, "%s/manifest.json", ref);
+    char *text = tu_read(path, NULL);
+    cJSON *m = cJSON_Parse(text), *want = cJSON_Parse(want_text);
+    const cJSON *ps = cJSON_GetObjectItem(m, "prompts");
+    cr_assert_eq(cJSON_GetArraySize(ps), cJSON_GetArraySize(want), "%s", want_text);
+    for (int i = 0; i < cJSON_GetArraySize(ps); i++)
+        cr_expect_str_eq(str_at(cJSON_GetArrayItem(ps, i), "text", NULL), cJSON_GetArrayItem(want, i)->valuestring);
+    cJSON_Delete(m);
+    cJSON_Delete(want);
+    free(text);
+    free(want_text);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the options mlir-air's verify_runner.py has, with its meaning */
+
+/* The manifest of bundle dir, parsed. */
+static cJSON *manifest_of(const char *dir)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    char *text = tu_read(path, NULL);
+    cr_assert_not_null(text, "%s", path);
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    return m;
+}
+
+/* phase0_tiny capture with `opts` into work/<name>; the exit status, stderr in *err. */
+static int capture_tiny(const char *name, const char *opts, char **err)
+{
+    char cmd[16384], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' %s --out '%s/%s'", GM_PHASE0_TINY, GM_TINY_DIR,
+             opts, work, name);
+    int rc = tu_run(cmd, &out, err);
+    free(out);
+    return rc;
+}
+
+/* Prompt i's text in bundle work/<name>. */
+static char *prompt_text(const char *name, int i, int *n)
+{
+    char dir[4400];
+    snprintf(dir, sizeof dir, "%s/%s", work, name);
+    cJSON *m = manifest_of(dir);
+    const cJSON *ps = cJSON_GetObjectItem(m, "prompts");
+    *n = cJSON_GetArraySize(ps);
+    char *t = strdup(str_at(cJSON_GetArrayItem(ps, i), "text", NULL));
+    cJSON_Delete(m);
+    return t;
+}
+
+Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_and_on_the_fly)
+{
+    char *err = NULL, *t;
+    int n;
+    char cmd[16384], *out = NULL;
+    /* --prompt-style instruct --max-prompts 2: the first two instruct prompts */
+    cr_assert_eq(capture_tiny("instruct", "--prompt-style instruct --max-prompts 2 --steps 1 --ops none", &err), 0,
+                 "%s", err);
+    free(err);
+    t = prompt_text("instruct", 1, &n);
+    cr_expect_eq(n, 2);
+    cr_expect(strncmp(t, "Briefly describe the major milestones", 37) == 0, "%s", t);
+    free(t);
+    /* with --weights the options choose the prompts the reference is computed for */
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' --prompt-style instruct --max-prompts 2 '%s/instruct'",
+             GM_PHASE0_TINY, GM_TINY_DIR, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "p001 (") && strstr(out, "Briefly describe") && strstr(out, "verify: PASS"), "%s", out);
+    free(out);
+    free(err);
+    /* without --weights REF has its own prompts */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s/instruct' '%s/instruct' --prompt-style base", GM_PHASE0_TINY, work,
+             work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "they need --weights DIR") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    /* --prompt: one prompt, as given (theirs tokenizes --prompt as it is: not stripped, no comment) */
+    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1 --ops none", &err), 0, "%s", err);
+    free(err);
+    t = prompt_text("one", 0, &n);
+    cr_expect_eq(n, 1);
+    cr_expect_str_eq(t, "  # one prompt ");
+    free(t);
+    /* bad values and clashes: one line, exit 2 */
+    static const char *const bad[][2] = {
+        {"--prompt-style chat", "--prompt-style: expected base or instruct, found 'chat'"},
+        {"--max-prompts -1", "--max-prompts: expected a whole number in [0, 256], found '-1'"},
+        {"--max-prompts 257", "--max-prompts: expected a whole number in [0, 256], found '257'"},
+        {"--steps 2x", "--steps: expected a whole number in [1, 4096], found '2x'"},
+        {"--prompt a --prompts-file b", "--prompt, --prompts-file and --tokens each choose the prompts: give one"},
+        {"--prompts-file /nonexistent/p.txt", "/nonexistent/p.txt"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(capture_tiny("bad", bad[i][0], &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
+        free(err);
+    }
+}
+
+Test(verify, a_prompt_runs_at_most_its_first_2048_tokens)
+{
+    char cmd[80000], *out = NULL, *err = NULL, ref[4400];
+    snprintf(ref, sizeof ref, "%s/long", work);
+    /* the smallest golden, one step, no ops: the prefill of 2048 tokens is the test's whole cost */
+    int k = snprintf(cmd, sizeof cmd, "'%s' capture llama_f32_checkpoint --weights '%s/golden/llama_f32_checkpoint' "
+                     "--steps 1 --ops none --out '%s' --tokens ", GM_PHASE0, GM_SHARED_DIR, ref);
+    for (int i = 0; i < 2100; i++)
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, "%s%d", i ? "," : "", 3 + i % 300); /* vocab 320 */
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(err, "prompt 0 has 2100 tokens; its first 2048 run"), "%s", err);
+    cJSON *m = manifest_of(ref);
+    cr_expect_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(m, "prompts"), 0), "n_tokens")->valueint,
+                 2048);
+    cJSON_Delete(m);
+    free(out);
+    free(err);
+}
+
+/* Whether s holds every one of the NULL-terminated needles; the first it lacks in *missing. */
+static int holds_all(const char *s, const char *const *needles, const char **missing)
+{
+    for (; *needles; needles++)
+        if (!strstr(s, *needles)) {
+            *missing = *needles;
+            return 0;
+        }
+    return 1;
+}
+
+Test(verify, the_report_fields_theirs_has_no_strict_and_max_prompts)
+{
+    char *err = NULL, cmd[16384], *out = NULL, ref[4400], cand[4400], md[4400];
+    /* the default style for a base repo is base (theirs is instruct): base.txt's first prompts */
+    cr_assert_eq(capture_tiny("ref", "--max-prompts 3 --steps 3 --ops none", &err), 0, "%s", err);
+    free(err);
+    int n;
+    char *t = prompt_text("ref", 1, &n);
+    cr_expect_eq(n, 3);
+    cr_expect_str_eq(t, "The capital of France is");
+    free(t);
+    snprintf(ref, sizeof ref, "%s/ref", work);
+    snprintf(cand, sizeof cand, "%s/out", work);
+    snprintf(md, sizeof md, "%s/report.md", work);
+    /* at step 1 each side's choice is outside the other's top-5 */
+    snprintf(cmd, sizeof cmd, PY " make '%s' '%s' outside 1", ref, cand);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 1, "%s", out);
+    free(out);
+    /* --no-strict: the FAIL reported, exit 0 */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --no-strict", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", out);
+    cr_expect(strstr(out, "\nverify: FAIL\n"), "the report still says FAIL:\n%s", out);
+    cr_expect(strstr(out, "token gate (top-5, 32 steps): 0 OK, 3 FAIL, 0 not checked (of 3 prompts)"), "%s", out);
+    free(out);
+    free(err);
+    /* the JSON's topk_checks and summary, and the Markdown report, as theirs */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json --md '%s' --tokenizer '%s/tokenizer.json'", GM_PHASE0_TINY,
+             ref, cand, md, GM_TINY_DIR);
+    cr_assert_eq(tu_run(cmd, &out, &err), 1, "%s", err);
+    cJSON *r = cJSON_Parse(out);
+    free(out);
+    free(err);
+    const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(r, "topk_checks"), 0);
+    cr_assert_not_null(tc);
+    cr_expect_str_eq(str_at(tc, "pair", NULL), "npu_vs_hf");
+    cr_expect_str_eq(str_at(tc, "status", NULL), "FAIL");
+    cr_expect_str_eq(str_at(tc, "prompt_text", NULL), "GPU stands for");
+    cr_expect_eq(cJSON_GetObjectItem(tc, "divergence_step")->valueint, 1);
+    cr_expect(cJSON_IsNull(cJSON_GetObjectItem(tc, "test_chosen_rank_in_ref")) &&
+              cJSON_IsNull(cJSON_GetObjectItem(tc, "ref_chosen_rank_in_test")),
+              "neither choice is in the other's top-5");
+    const char *reason = str_at(tc, "fail_reason", NULL);
+    cr_expect(strstr(reason, "the candidate chose") && strstr(reason, "; the reference chose"), "both directions: %s",
+              reason);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tc, "ref_topk_at_div")), 5);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(tc, "test_topk_text_at_div")), 5, "both top-5 lists decoded");
+    const char *chosen = str_at(tc, "test_chosen_text_at_div", NULL), *prefix = str_at(tc, "agreed_prefix_text", NULL);
+    cr_expect(chosen[0] == '"' && chosen[strlen(chosen) - 1] == '"', "quoted as theirs: %s", chosen);
+    cr_expect(prefix[0] == '"' && strlen(prefix) > 2, "the agreed step decoded, quoted: %s", prefix);
+    const cJSON *sum = cJSON_GetObjectItem(r, "summary");
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_passed")->valueint, 0);
+    cr_expect_eq(cJSON_GetObjectItem(sum, "topk_failed")->valueint, 3);
+    char *page = tu_read(md, NULL), row[600];
+    cr_assert_not_null(page);
+    snprintf(row, sizeof row, "| 0 | GPU stands for | 3 | 1 | %s", chosen);
+    cJSON_Delete(r);
+    const char *want[] = {"# Verify report", "Result: **FAIL**",
+                          "Top-k token gate: 0 PASS / 3 FAIL (across 3 prompt-pair checks)", "| 0 | GPU stands for |",
+                          row, "*Prompt 0 agreed prefix (steps 0-0):* ", "*Prompt 0 FAIL:* step 1: the candidate chose",
+                          "*Prompt 0 reference top-5 at step 1:*", "*Prompt 0 candidate top-5 at step 1:*",
+                          "_3/3 prompts failed top-5 inclusion at first divergence._",
+                          "| Layer | cos_p5 | cos_min | cos_median | max_abs |", NULL};
+    const char *missing = NULL;
+    cr_expect(holds_all(page, want, &missing), "the Markdown lacks \"%s\":\n%s", missing, page);
+    free(page);
+    /* --max-prompts 1: the first prompt only */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json --max-prompts 1", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 1);
+    r = cJSON_Parse(out);
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "prompts")), 1, "the first prompt only");
+    cJSON_Delete(r);
+    free(out);
+    /* a chosen id that is not the first of its own top-k row: a warning, as their runner gives */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && " PY " make '%s' '%s' not-first 2", cand, ref, cand);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json", GM_PHASE0_TINY, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cr_expect(strstr(err, "warning: p000 step 2: the candidate chose") &&
+              strstr(err, "not the first id of its own top-5"), "%s", err);
+    r = cJSON_Parse(out);
+    cr_expect_eq(cJSON_GetObjectItem(prompt0(r), "warnings")->valueint, 1);
+    cJSON_Delete(r);
+    free(out);
+    free(err);
+}
+
+/* ---------------------------------------------------------------------- */
+/* mlir-air's NPU capture (--gate-phase capture-npu --gate-file F) as the candidate */
+
+/* verify_cases.py gate: ref's choices as their gate file work/<name>, changed by mode */
+static char *gate_file(const char *ref, const char *name, const char *mode)
+{
+    char cmd[16384], *path = malloc(4400), *err = NULL;
+    snprintf(path, 4400, "%s/%s", work, name);
+    snprintf(cmd, sizeof cmd, PY " gate '%s' '%s' %s", ref, path, mode);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    return path;
+}
+
+Test(verify, their_gate_file_gets_the_verdict_the_rules_give)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
+    static const struct { const char *name, *mode; int pass; } cases[] = {
+        {"same.json", "same", 1}, {"inside.json", "inside 3", 1}, {"outside.json", "outside 3", 0},
+        {"inside-fail.json", "inside-fail 3", 0}}; /* its choice in the reference's top-5, not the reverse */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *cand = gate_file(ref, cases[i].name, cases[i].mode), *err = NULL;
+        assert_as_the_rules_say(ref, cand, cases[i].name);
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, cand, &r, &err), cases[i].pass ? 0 : 1, "%s: %s", cases[i].name, err);
+        const char *unchecked = str_at(prompt0(r), "not_checked", NULL);
+        cr_expect(strstr(unchecked, "a gate file holds none") && strstr(unchecked, "a gate file holds no layers"),
+                  "%s: %s", cases[i].name, unchecked);
+        cJSON_Delete(r);
+        free(err);
+        free(cand);
+    }
+    free(ref);
+}
+
+Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops none");
+    static const struct { const char *name, *mode, *want; } cases[] = {
+        {"drop.json", "drop-prompt", "drop.json: prompts: expected 1 (the reference's), found 0"},
+        {"short.json", "short", "short.json: \"0\".chosen: expected 32 steps (the reference's, at most the gate's 32), "
+                                "found 31"},
+        {"narrow.json", "narrow", "narrow.json: \"0\".topk[0]: expected a row of at least 5 ids (their k), found 4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *cand = gate_file(ref, cases[i].name, cases[i].mode), *err = NULL;
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, cand, &r, &err), 2, "%s", cases[i].name);
+        cr_expect(strstr(err, cases[i].want) && tu_lines(err) == 1, "%s: %s", cases[i].name, err);
+        cJSON_Delete(r);
+        free(err);
+        free(cand);
+    }
+    /* not their format at all, and an id outside the vocabulary */
+    static const struct { const char *text, *want; } bad[] = {
+        {"[1, 2]", "expected a JSON object of prompts \"0\", \"1\", ..."},
+        {"{\"0\": {\"chosen\": [1], \"topk\": [[1, 2, 3, 4, 384]]}}", "\"0\".topk[0][4]: expected a token id in [0, 384)"},
+        {"{\"1\": {\"chosen\": [], \"topk\": []}}", "\"0\": missing (the reference's prompt 0 of 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[4400], *err = NULL;
+        snprintf(path, sizeof path, "%s/bad%zu.json", work, i);
+        tu_write(path, bad[i].text, strlen(bad[i].text));
+        cJSON *r;
+        cr_expect_eq(verify_json(ref, path, &r, &err), 2, "%s", bad[i].text);
+        cr_expect(strstr(err, bad[i].want) && tu_lines(err) == 1, "%s: %s", bad[i].text, err);
+        cJSON_Delete(r);
+        free(err);
+    }
+    free(ref);
+}
+
+Test(verify, a_gate_file_with_the_reference_computed_on_the_fly)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), *cand = gate_file(ref, "same.json", "same");
+    char *toks = tg_tokens_arg("qwen2_tied"), cmd[16384], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' --model qwen2_tied %s '%s'", GM_PHASE0,
+             GM_SHARED_DIR, toks, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "verify: PASS") && strstr(out, "computed now from"), "%s", out);
+    free(out);
+    free(err);
+    /* a gate file names no model: with seven built in, --model says which */
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/qwen2_tied' %s '%s'", GM_PHASE0, GM_SHARED_DIR, toks,
+             cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "a gate file names no model: give --model ID") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    free(toks);
+    free(cand);
+    free(ref);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the ops inside the blocks (capture --ops) */
+
+Test(verify, the_ops_capture_of_every_golden_family_against_a_float64_numpy_forward)
+{
+    /* every golden family (Llama, with Llama 3's RoPE scaling, an F32 checkpoint; Mistral's MQA; Qwen2's bias;
+       Qwen3's q/k norm), every op of every layer, in bf16 and in f32 */
+    char cmd[32768], *out = NULL, *err = NULL;
+    int k = snprintf(cmd, sizeof cmd, "/usr/bin/python3 " GM_SOURCE_DIR "/tests/ops_reference.py");
+    for (size_t i = 0; i < sizeof goldens / sizeof goldens[0]; i++) {
+        char name[64];
+        if (strcmp(goldens[i], "llama_untied_sharded") == 0) /* llama_untied's weights in three files */
+            continue;
+        snprintf(name, sizeof name, "%s-bf16", goldens[i]);
+        char *b = capture(goldens[i], name, "--ops all --steps 1");
+        snprintf(name, sizeof name, "%s-f32", goldens[i]);
+        char *f = capture(goldens[i], name, "--ops all --steps 1 --f32");
+        k += snprintf(cmd + k, sizeof cmd - (size_t)k, " '%s/golden/%s' '%s' '%s/golden/%s' '%s'", GM_SHARED_DIR,
+                      goldens[i], b, GM_SHARED_DIR, goldens[i], f);
+        /* the manifest names each op with its shape and dtype; Qwen3's norms only where the family has them */
+        cJSON *m = manifest_of(b);
+        const cJSON *ops = cJSON_GetObjectItem(m, "ops"), *op;
+        int q_norm = 0, n = 0;
+        cJSON_ArrayForEach(op, cJSON_GetObjectItem(ops, "list")) {
+            q_norm |= strcmp(str_at(op, "name", NULL), "q_norm") == 0;
+            cr_expect_str_eq(str_at(op, "dtype", NULL), "<f4");
+            cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(op, "shape")), 2);
+            n++;
+        }
+        cr_expect_eq(q_norm, strcmp(goldens[i], "qwen3_tied") == 0, "%s: q_norm", goldens[i]);
+        cr_expect_eq(n, q_norm ? 18 : 16, "%s: the block's ops", goldens[i]);
+        cJSON_Delete(m);
+        free(b);
+        free(f);
+    }
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cJSON *r = cJSON_Parse(out);
+    cr_assert_not_null(r, "%s", out);
+    cr_expect(cJSON_IsTrue(cJSON_GetObjectItem(r, "ok")), "%s", out);
+    cr_expect_geq(cJSON_GetObjectItem(r, "checked")->valueint, 6 * 2 * 2 * 15, "every op of every layer: %s", out);
+    cJSON_Delete(r);
+    free(out);
+    free(err);
+}
+
+Test(verify, ops_chooses_the_layers_and_bad_layers_are_one_line)
+{
+    char *toks = tg_tokens_arg("llama_untied"), cmd[16384], *out = NULL, *err = NULL, path[4400];
+    /* the default: the first and the last layer */
+    char *ref = capture("llama_untied", "default", "--steps 1");
+    snprintf(path, sizeof path, "%s/p000/ops/1", ref);
+    cr_expect(!tu_exists(path), "layer 1 of 3 is neither first nor last");
+    snprintf(path, sizeof path, "%s/p000/ops/2/attn.npy", ref);
+    cr_expect(tu_exists(path), "the last layer's ops");
+    free(ref);
+    ref = capture("llama_untied", "one", "--steps 1 --ops 1");
+    snprintf(path, sizeof path, "%s/p000/ops/0", ref);
+    cr_expect(!tu_exists(path));
+    snprintf(path, sizeof path, "%s/p000/ops/1/swiglu.npy", ref);
+    cr_expect(tu_exists(path));
+    free(ref);
+    ref = capture("llama_untied", "none", "--steps 1 --ops none");
+    snprintf(path, sizeof path, "%s/p000/ops", ref);
+    cr_expect(!tu_exists(path));
+    cJSON *m = manifest_of(ref);
+    cr_expect_null(cJSON_GetObjectItem(m, "ops"));
+    cJSON_Delete(m);
+    free(ref);
+    static const char *const bad[] = {"3", "first,x", "-1", "1,", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --ops '%s' --out "
+                 "'%s/bad'", GM_PHASE0, GM_SHARED_DIR, toks, bad[i], work);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "--ops '%s'", bad[i]);
+        cr_expect(strstr(err, "--ops: expected layers in [0, 2]") && tu_lines(err) == 1, "%s", err);
+        free(out);
+        free(err);
+    }
+    free(toks);
+}
+
+Test(verify, a_perturbed_op_is_named_first_in_every_report)
+{
+    char *ref = capture("qwen2_tied", "ref", NULL), *cand = perturbed(ref, "cand", "op-noise", "0/swiglu/0.5");
+    char cmd[16384], *out = NULL, *err = NULL, md[4400], html[4400];
+    snprintf(md, sizeof md, "%s/r.md", work);
+    snprintf(html, sizeof html, "%s/r.html", work);
+    /* the ops lens is a diagnosis: the block's output is the reference's, every gate holds */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --md '%s' --html '%s'", GM_PHASE0, ref, cand, md, html);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "first op whose per-position cosine falls below 0.99: layer 0 swiglu"), "%s", out);
+    cr_expect(strstr(out, "layer 0 down") && strstr(out, "layer 1 output"), "every op of layers 0 and 1:\n%s", out);
+    free(out);
+    free(err);
+    cJSON *r;
+    cr_assert_eq(verify_json(ref, cand, &r, &err), 0, "%s", err);
+    cr_expect_str_eq(str_at(prompt0(r), "first_op_below_threshold", NULL), "layer 0 swiglu");
+    cr_expect_eq(cJSON_GetArraySize(cJSON_GetObjectItem(prompt0(r), "ops")), 2 * 16);
+    cJSON_Delete(r);
+    free(err);
+    char *page = tu_read(md, NULL);
+    cr_expect(page && strstr(page, "First op whose per-position cosine falls below 0.99: layer 0 swiglu"), "%s", page);
+    cr_expect(page && strstr(page, "| layer 0 swiglu (first low) |"), "%s", page);
+    free(page);
+    page = tu_read(html, NULL);
+    cr_assert_not_null(page);
+    cr_expect(strstr(page, "is below the threshold: layer 0 swiglu</p>"), "the HTML names it");
+    int plots = 0;
+    for (const char *q = page; (q = strstr(q, "<svg class=\"ops-plot\"")); q++)
+        plots++;
+    cr_expect_eq(plots, 2, "one plot of the ops of each layer captured");
+    free(page);
+    free(cand);
+    free(ref);
 }

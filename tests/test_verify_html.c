@@ -22,6 +22,7 @@ enum { T = 6, ROWS = 4, STEPS = 8, DIVERGE = 5 };
 static double pos_cos[ROWS][T];
 static int32_t ids0[STEPS], ids1_ref[STEPS], ids1_cand[STEPS];
 static vf_layer layers[ROWS];
+static vf_layer ops[4]; /* layers 0 and 1, attn_norm and swiglu each; layer 1's swiglu the first low */
 static vf_prompt prompts[2];
 static vf_report report;
 static char *dir, *page;
@@ -60,16 +61,16 @@ static void build(void)
     p->cand_ids = ids0;
     p->ref_text = "the same text";
     p->cand_text = "the same text";
-    p->diverge = -1;
-    p->gate = VF_OK;
-    snprintf(p->gate_why, sizeof p->gate_why, "all %d steps agree", STEPS);
+    p->walk.diverge = -1;
+    p->rule[VF_RULE_TOKENS].verdict = VF_OK;
+    snprintf(p->rule[VF_RULE_TOKENS].why, sizeof p->rule[0].why, "all %d steps agree", STEPS);
     p->T = T;
     p->n_layers = ROWS;
     p->layers = layers;
     p->first_low = 2;
     p->threshold = 0.99;
-    p->block = VF_OK;
-    snprintf(p->block_why, sizeof p->block_why, "layer 0 min cosine 0.9995 >= 0.99");
+    p->rule[VF_RULE_BLOCK].verdict = VF_OK;
+    snprintf(p->rule[VF_RULE_BLOCK].why, sizeof p->rule[0].why, "layer 0 min cosine 0.9995 >= 0.99");
     snprintf(p->checked, sizeof p->checked, "tokens, layers");
     snprintf(p->unchecked, sizeof p->unchecked, "candidate top-k");
     for (int r = 0; r < ROWS; r++) {
@@ -95,6 +96,16 @@ static void build(void)
     layers[1].max_rel = NAN;
     layers[1].nan = 3;
     pos_cos[1][2] = NAN;
+    for (int k = 0; k < 4; k++) {
+        ops[k] = layers[0];
+        ops[k].layer = k / 2;
+        ops[k].op = k % 2 ? RT_OP_SWIGLU : RT_OP_ATTN_NORM;
+        snprintf(ops[k].name, sizeof ops[k].name, "layer %d %s", k / 2, k % 2 ? "swiglu" : "attn_norm");
+    }
+    ops[3].cos_min = 0.5;
+    p->ops = ops;
+    p->n_ops = 4;
+    p->first_low_op = 3;
 
     /* p001: the gate failed at step 5; no layers; hostile why strings and a hostile, non-UTF-8 decoded text */
     p = &prompts[1];
@@ -106,13 +117,19 @@ static void build(void)
     p->cand_ids = ids1_cand;
     p->ref_text = "abc \xc3\xa9 x";
     p->cand_text = "abc \xc3\xa9 y<b>\x01\x7f\xff";
-    p->diverge = DIVERGE;
-    p->gate = VF_FAIL;
-    snprintf(p->gate_why, sizeof p->gate_why, "step 5: </span><script>x</script> not in the top-5");
+    p->walk = (vf_walk){.steps = STEPS, .diverge = DIVERGE, .ref_id = 200 + DIVERGE, .cand_id = 900 + DIVERGE,
+                        .ref_top = {200 + DIVERGE, 1, 2, 3, 4}, .cand_top = {900 + DIVERGE, 6, 7, 8, 9},
+                        .has_cand_top = 1, .cand_rank_in_ref = 0, .ref_rank_in_cand = 0};
+    p->ref_chosen_text = "<i>ref</i>";
+    p->prefix_text = "abc \xc3\xa9 ";
+    p->n_warnings = 2;
+    snprintf(p->warning, sizeof p->warning, "step 3: the candidate chose <b>7</b>, not the first");
+    p->rule[VF_RULE_TOKENS].verdict = VF_FAIL;
+    snprintf(p->rule[VF_RULE_TOKENS].why, sizeof p->rule[0].why, "step 5: </span><script>x</script> not in the top-5");
     p->first_low = -1;
     p->threshold = 0.99;
-    p->block = VF_UNCHECKED;
-    snprintf(p->block_why, sizeof p->block_why, "no layers in the candidate");
+    p->rule[VF_RULE_BLOCK].verdict = VF_UNCHECKED;
+    snprintf(p->rule[VF_RULE_BLOCK].why, sizeof p->rule[0].why, "no layers in the candidate");
     snprintf(p->checked, sizeof p->checked, "tokens");
     snprintf(p->unchecked, sizeof p->unchecked, "layers & top-k");
 }
@@ -213,11 +230,12 @@ Test(verify_html, verdicts)
 {
     cr_expect_eq(count("<p class=\"overall\"><span class=\"verdict fail\">FAIL</span>"), 1);
     char *s0 = section("prompt-p000"), *s1 = section("prompt-p001_i_");
-    cr_expect_not_null(strstr(s0, "<p class=\"gate\"><span class=\"verdict ok\">OK</span>"));
-    cr_expect_not_null(strstr(s0, "<p class=\"block\"><span class=\"verdict ok\">OK</span>"));
-    cr_expect_not_null(strstr(s1, "<p class=\"gate\"><span class=\"verdict fail\">FAIL</span>"));
-    cr_expect_not_null(strstr(s1, "<p class=\"block\"><span class=\"verdict unchecked\">not checked</span>"));
+    cr_expect_not_null(strstr(s0, "<p class=\"rule token_gate\"><span class=\"verdict ok\">OK</span>"));
+    cr_expect_not_null(strstr(s0, "<p class=\"rule block_gate\"><span class=\"verdict ok\">OK</span>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"rule token_gate\"><span class=\"verdict fail\">FAIL</span>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"rule block_gate\"><span class=\"verdict unchecked\">not checked</span>"));
     cr_expect_not_null(strstr(s1, "<p class=\"not-checked\"><b>not checked:</b> layers &amp; top-k</p>"));
+    cr_expect_eq(count("<p class=\"counts\">"), 1, "each rule's counts");
     /* the summary: one row per prompt, linking to its section */
     cr_expect_eq(count("<tr class=\"summary-row\">"), 2);
     cr_expect_eq(count("<a href=\"#prompt-p001_i_\">"), 1);
@@ -237,6 +255,15 @@ Test(verify_html, divergence)
     /* the texts: marked from their common prefix "abc é " on */
     cr_expect_not_null(strstr(s1, "<pre class=\"text\">abc \xc3\xa9 <mark class=\"diverged\">x</mark></pre>"));
     cr_expect_not_null(strstr(s1, "<pre class=\"text\">abc \xc3\xa9 <mark class=\"diverged\">y&lt;b&gt;"));
+    /* at the divergence: each side's choice, its rank in the other's top-5, its own top-5; the agreed prefix */
+    cr_expect_null(strstr(s0, "class=\"divergence\""), "p000 has no divergence");
+    cr_expect_not_null(strstr(s1, "<tr class=\"ref\"><td class=\"name\">reference</td><td class=\"name\">205 "
+                                  "<q>&lt;i&gt;ref&lt;/i&gt;</q></td><td class=\"low\">not in it</td>"));
+    cr_expect_not_null(strstr(s1, "<tr class=\"cand\"><td class=\"name\">candidate</td><td class=\"name\">905</td>"),
+                       "no text without a decoded token");
+    cr_expect_not_null(strstr(s1, "<p class=\"prefix\">agreed before it (steps 0-4): <q>abc \xc3\xa9 </q></p>"));
+    cr_expect_not_null(strstr(s1, "<p class=\"warning\"><b>warning:</b> step 3: the candidate chose &lt;b&gt;7&lt;/b&gt;"
+                                  ", not the first (and at other steps too)</p>"));
     free(s0);
     free(s1);
 }
@@ -252,11 +279,24 @@ static void expect_finite_points(void)
         cr_expect_gt(k, 0);
         n++;
     }
-    cr_expect_eq(n, 3);
+    cr_expect_eq(n, 9, "the lens's three series and each layer of ops' three");
+}
+
+Test(verify_html, ops)
+{
+    cr_expect_eq(count("<svg class=\"ops-plot\""), 2, "one plot for each layer of ops");
+    cr_expect_eq(count("<tr class=\"op\">"), 4);
+    cr_expect_eq(count("is below the threshold: layer 1 swiglu</p>"), 1);
+    cr_expect_eq(count("<h4>layer 1</h4>"), 1);
 }
 
 Test(verify_html, lens)
 {
+    /* the lens is what comes before the ops (Test ops) */
+    const char *ops = strstr(page, "<h3>The ops inside the blocks</h3>");
+    cr_assert_not_null(ops);
+    const size_t cut = (size_t)(ops - page);
+#define count(needle) count_n(page, cut, (needle), 0)
     cr_expect_eq(count("<tr class=\"layer\">"), ROWS);
     cr_expect_eq(count("<svg class=\"cosine-plot\""), 1);
     cr_expect_eq(count("<svg class=\"position-plot\""), 1);
@@ -267,7 +307,7 @@ Test(verify_html, lens)
     cr_expect_eq(count("<line class=\"threshold\""), 1);
     cr_expect_eq(count("<line class=\"first-low\""), 1);
     cr_expect_eq(count("<rect class=\"cell\""), ROWS * T);
-    cr_expect_eq(count("<p class=\"no-lens none\">"), 1, "p001 has no layers");
+    cr_expect_eq(count_n(page, page_len, "<p class=\"no-lens none\">", 0), 1, "p001 has no layers");
     expect_finite_points();
     /* the NaNs: printed as nan in the table, black in the per-position plot */
     cr_expect_eq(count("<td class=\"bad\">nan</td>"), 2, "layer 1's cos_p5 and max_rel");
@@ -278,6 +318,7 @@ Test(verify_html, lens)
     cr_expect_eq(count("<td>0.0015</td>"), ROWS, "mean_abs, %.3g");
     cr_expect_eq(count("final_norm <b class=\"first-low\">"), 0);
     cr_expect_eq(count("layer 2 <b class=\"first-low\">(first low)</b>"), 1);
+#undef count
 }
 
 Test(verify_html, elements_balance)
@@ -317,8 +358,9 @@ Test(verify_html, elements_balance)
     char path[4200], cmd[9000], *out = NULL, *err = NULL;
     snprintf(path, sizeof path, "%s/check.py", dir);
     tu_write(path, script, sizeof script - 1);
-    /* two sections; two plots for the one prompt with layers; the meta, summary and lens tables */
-    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=2 table=3 polyline=3 html=1 body=1", path,
+    /* two sections; two plots for the one prompt with layers and one for each layer of its ops; the meta, summary,
+       lens, ops and divergence tables */
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s/report.html' section=2 svg=4 table=5 polyline=9 html=1 body=1", path,
              dir);
     int rc = tu_run(cmd, &out, &err);
     cr_expect_eq(rc, 0, "%s%s", out ? out : "", err ? err : "");

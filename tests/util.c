@@ -19,6 +19,15 @@ char *tu_tmpdir(void)
     return strdup(d);
 }
 
+void tu_rmtree(char *dir)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+    free(dir);
+}
+
 char *tu_read(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

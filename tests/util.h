@@ -7,6 +7,9 @@
 /* A fresh temporary folder (static storage; one per call site is enough). */
 char *tu_tmpdir(void);
 
+/* rm -rf dir (a warning when it cannot), then free(dir): a suite's teardown of its tu_tmpdir(). */
+void tu_rmtree(char *dir);
+
 /* Whole file into a malloc'd NUL-terminated buffer; NULL if unreadable. */
 char *tu_read(const char *path, size_t *len);
 void tu_write(const char *path, const void *data, size_t len);

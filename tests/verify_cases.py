@@ -9,7 +9,18 @@ code (docs/verify.md).
       inside STEP     at STEP the candidate picks the reference's 2nd token; its top-5 holds the 1st
       outside STEP    at STEP the candidate picks the reference's 8th token
       ids-only        only tokens.npy and ids.npy
-  verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout
+      not-first STEP  at STEP the candidate's chosen id is its top-k row's 2nd, the row unchanged
+      op-noise L/OP/S Gaussian noise of S times its std on layer L's op OP (ops/L/OP.npy)
+  verify_cases.py gate REF OUT.json MODE [ARG]   OUT.json: REF's choices as mlir-air's verify_runner.py
+      --gate-phase capture-npu --gate-file writes them ({"0": {"chosen": [32], "topk": [32 x 5]}, ...})
+      same            unchanged
+      inside STEP, outside STEP   as for make
+      inside-fail STEP  at STEP the candidate picks the reference's 2nd, and its top-5 lacks the reference's 1st
+      drop-prompt     the last prompt left out
+      short           each prompt's last step left out
+      narrow          rows of 4 ids
+  verify_cases.py expect REF CAND           the rules' verdict and lens, as JSON on stdout (CAND a bundle
+                                            or a gate file)
 """
 import json
 import os
@@ -92,12 +103,52 @@ def make(ref, out, mode, arg):
             json.dump(man, open(os.path.join(out, "manifest.json"), "w"))
             os.rename(d, os.path.join(out, "first"))
             break
+        elif mode == "not-first":
+            step = int(arg)
+            ids, top = np.load(os.path.join(d, "ids.npy")), np.load(os.path.join(d, "topk_ids.npy"))
+            ids[step] = top[step, 1]
+            np.save(os.path.join(d, "ids.npy"), ids)
         elif mode == "ids-only":
             for f in os.listdir(d):
-                if f not in ("tokens.npy", "ids.npy"):
+                if f == "ops":
+                    shutil.rmtree(os.path.join(d, f))
+                elif f not in ("tokens.npy", "ids.npy"):
                     os.remove(os.path.join(d, f))
+        elif mode == "op-noise":  # noise of ARG times its std on one op's output, LAYER/NAME
+            layer, name, scale = arg.split("/")
+            f = os.path.join(d, "ops", layer, name + ".npy")
+            x = np.load(f).astype(np.float64)
+            np.save(f, (x + rng.standard_normal(x.shape) * x.std() * float(scale)).astype(np.float32))
         else:
             sys.exit("unknown mode " + mode)
+
+
+def gate(ref, out, mode, arg):
+    data = {}
+    for i, name in enumerate(prompts(ref)):
+        d = os.path.join(ref, name)
+        ids, top = np.load(os.path.join(d, "ids.npy"))[:GATE_N], np.load(os.path.join(d, "topk_ids.npy"))[:GATE_N]
+        top = top[:, :GATE_K].copy()
+        if mode in ("inside", "outside", "inside-fail"):
+            step = int(arg)
+            full = np.load(os.path.join(d, "topk_ids.npy"))
+            pick = full[step, 7] if mode == "outside" else full[step, 1]
+            ids[step] = pick
+            if mode == "inside":  # its pick first, the reference's second
+                top[step, 0], top[step, 1] = full[step, 1], full[step, 0]
+            else:  # its pick first, then ids of neither side's choice: the reference's is not in its top-5
+                rest = [x for x in full[step] if x != pick and x != full[step, 0]]
+                top[step] = np.array([pick] + rest[: GATE_K - 1], dtype=top.dtype)
+        elif mode == "short":
+            ids, top = ids[:-1], top[:-1]
+        elif mode == "narrow":
+            top = top[:, :4]
+        elif mode not in ("same", "drop-prompt"):
+            sys.exit("unknown gate mode " + mode)
+        data[str(i)] = {"chosen": [int(x) for x in ids], "topk": [[int(x) for x in row] for row in top]}
+    if mode == "drop-prompt":
+        del data[str(len(data) - 1)]
+    json.dump(data, open(out, "w"))
 
 
 def gate_rows(d):
@@ -132,18 +183,26 @@ def expect(ref, cand):
     thr = 0.99 if hd <= 64 else 0.98 if hd <= 128 else 0.97
     out = {"prompts": []}
     fail = False
-    for name in prompts(ref):
+    gate_file = json.load(open(cand)) if os.path.isfile(cand) else None
+    for i, name in enumerate(prompts(ref)):
         R, C = os.path.join(ref, name), os.path.join(cand, name)
         p = {"name": name}
         rids = np.load(os.path.join(R, "ids.npy"))
-        rtop, ctop = gate_rows(R), gate_rows(C)
-        cpath = os.path.join(C, "ids.npy")
-        cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
+        rtop = gate_rows(R)
+        if gate_file is not None:  # the i-th prompt of the prompts file: its chosen ids and top-k
+            cids, ctop = np.array(gate_file[str(i)]["chosen"]), np.array(gate_file[str(i)]["topk"])[:, :GATE_K]
+        else:
+            ctop = gate_rows(C)
+            cpath = os.path.join(C, "ids.npy")
+            cids = np.load(cpath) if os.path.exists(cpath) else gate_rows(C)[:, 0]
         n = min(len(rids), len(cids), GATE_N)
-        verdict, diverge = "OK", None
+        verdict, diverge, ranks = "OK", None, (None, None)
         for s in range(n):
             if rids[s] != cids[s]:
                 diverge = s
+                # 1-based rank of each side's choice in the other's top-5, None when not in it (their fields)
+                ranks = (list(rtop[s]).index(cids[s]) + 1 if cids[s] in rtop[s] else None,
+                         list(ctop[s]).index(rids[s]) + 1 if ctop is not None and rids[s] in ctop[s] else None)
                 if cids[s] not in rtop[s]:
                     verdict = "FAIL"
                 elif ctop is None:
@@ -152,9 +211,10 @@ def expect(ref, cand):
                     verdict = "FAIL"
                 break
         p["token_gate"], p["diverge"] = verdict, diverge
+        p["test_chosen_rank_in_ref"], p["ref_chosen_rank_in_test"] = ranks
         fail |= verdict == "FAIL"
         lpath = os.path.join(C, "layers.npy")
-        if os.path.exists(lpath):
+        if gate_file is None and os.path.exists(lpath):
             rl, cl = np.load(os.path.join(R, "layers.npy")), np.load(lpath)
             rows = [(rl[i], cl[i]) for i in range(len(rl))]
             if os.path.exists(os.path.join(C, "final_norm.npy")):
@@ -179,5 +239,7 @@ def expect(ref, cand):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+    elif sys.argv[1] == "gate":
+        gate(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
     else:
         expect(sys.argv[2], sys.argv[3])

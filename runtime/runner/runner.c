@@ -234,7 +234,10 @@ typedef struct row_job {
     rt_session *s;
     const rt_layer *w;
     int layer, pos0;
+    int qk;          /* qk_row's steps: QK_NORM, QK_ROPE or both */
 } row_job;
+
+enum { QK_NORM = 1, QK_ROPE = 2 };
 
 /* h = attn_norm(x) */
 static void attn_norm_row(void *ctx, int t)
@@ -243,7 +246,7 @@ static void attn_norm_row(void *ctx, int t)
     rms_norm(j->s, j->s->h + (long)t * j->s->H, j->s->x + (long)t * j->s->H, j->w->attn_norm, j->s->H);
 }
 
-/* Qwen3's per-head q_norm and k_norm, then RoPE, on q and on this layer's new keys */
+/* Qwen3's per-head q_norm and k_norm, then RoPE, on q and on this layer's new keys (the steps j->qk asks for) */
 static void qk_row(void *ctx, int t)
 {
     const row_job *j = ctx;
@@ -251,16 +254,26 @@ static void qk_row(void *ctx, int t)
     const int hd = s->hd, qw = s->nh * hd, kvw = s->nkv * hd, l = j->layer;
     for (int hh = 0; hh < s->nh; hh++) {
         float *q = s->q + (long)t * qw + hh * hd;
-        if (j->w->q_norm)
+        if (j->w->q_norm && (j->qk & QK_NORM))
             rms_norm(s, q, q, j->w->q_norm, hd);
-        rope(s, q, j->pos0 + t);
+        if (j->qk & QK_ROPE)
+            rope(s, q, j->pos0 + t);
     }
     for (int hh = 0; hh < s->nkv; hh++) {
         float *k = s->kc + ((long)l * s->max_tokens + j->pos0 + t) * kvw + hh * hd;
-        if (j->w->k_norm)
+        if (j->w->k_norm && (j->qk & QK_NORM))
             rms_norm(s, k, k, j->w->k_norm, hd);
-        rope(s, k, j->pos0 + t);
+        if (j->qk & QK_ROPE)
+            rope(s, k, j->pos0 + t);
     }
+}
+
+/* g = bf(bf(SiLU(g)) * u): SwiGLU apart from the products, for an observed layer */
+static void swiglu_row(void *ctx, int t)
+{
+    const row_job *j = ctx;
+    rt_session *s = j->s;
+    gm_swiglu(s->g + (long)t * s->F, s->u + (long)t * s->F, s->F, s->opt.precision == RT_BF16);
 }
 
 /* h = ffn_norm(x), x already holding the residual stream after attention */
@@ -307,6 +320,13 @@ static void lap(stopwatch *w, double *field)
             lap(&(w), &(w).p->field);                                                                            \
     } while (0)
 
+/* An op's output to the observer, when it watches this layer (see rt_observer). */
+static void see(const rt_session *s, int watch, int layer, rt_op op, const float *rows, int n, int width)
+{
+    if (watch)
+        s->opt.observer.op(s->opt.observer.ctx, layer, op, rows, n, width);
+}
+
 /* Tokens tokens[0..n) at positions pos0.. through every layer; x ends as the last layer's output. */
 static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
 {
@@ -326,36 +346,70 @@ static void forward(rt_session *s, const int32_t *tokens, int n, rt_result *r)
         const rt_layer *w = &m->layers[l];
         float *kc = s->kc + ((long)l * s->max_tokens + pos0) * kvw;
         float *vc = s->vc + ((long)l * s->max_tokens + pos0) * kvw;
-        row_job rj = {s, w, l, pos0};
+        row_job rj = {s, w, l, pos0, QK_NORM | QK_ROPE};
+        /* an observed layer: every op's output as it is made (rt_observer) */
+        const rt_observer *ob = &s->opt.observer;
+        const int watch = ob->op && (!ob->wants || ob->wants(ob->ctx, l));
 
+        see(s, watch, l, RT_OP_INPUT, s->x, n, H);
         gm_pool_run(s->pool, n, attn_norm_row, &rj);
         MARK(sw, elementwise);
+        see(s, watch, l, RT_OP_ATTN_NORM, s->h, n, H);
         /* q/k/v projections, the bias (Qwen2) inside the one rounding, before RoPE */
         const gm_out qkv[] = {{.Y = s->q, .W = w->wq, .bias = w->bq, .N = qw, .form = f},
                               {.Y = kc, .W = w->wk, .bias = w->bk, .N = kvw, .form = f},
                               {.Y = vc, .W = w->wv, .bias = w->bv, .N = kvw, .form = f}};
         gm_matmul_outs(s->pool, s->h, n, H, qkv, 3, round);
         MARK(sw, projections);
+        see(s, watch, l, RT_OP_Q, s->q, n, qw);
+        see(s, watch, l, RT_OP_K, kc, n, kvw);
+        see(s, watch, l, RT_OP_V, vc, n, kvw);
+        if (watch && w->q_norm) { /* the per-head norms apart from RoPE, to be seen between them */
+            rj.qk = QK_NORM;
+            gm_pool_run(s->pool, n, qk_row, &rj);
+            see(s, watch, l, RT_OP_Q_NORM, s->q, n, qw);
+            see(s, watch, l, RT_OP_K_NORM, kc, n, kvw);
+            rj.qk = QK_ROPE;
+        }
         gm_pool_run(s->pool, n, qk_row, &rj);
         MARK(sw, elementwise);
+        see(s, watch, l, RT_OP_Q_ROPE, s->q, n, qw);
+        see(s, watch, l, RT_OP_K_ROPE, kc, n, kvw);
         att_job job = {.s = s, .n = n, .pos0 = pos0, .layer = l, .blocks = (n + s->att_rows - 1) / s->att_rows};
         atomic_init(&job.next, 0);
         gm_pool_run(s->pool, threads, attend_slot, &job);
         MARK(sw, attention);
+        see(s, watch, l, RT_OP_ATTN, s->att, n, qw);
         /* o_proj, and the residual x = bf(x + bf(o)) as each output is done */
         const gm_out o_proj = {.Y = s->o, .W = w->wo, .N = H, .form = f, .R = s->x};
         gm_matmul_ep(s->pool, s->att, n, qw, &o_proj, 1, round, GM_EP_ADD);
         MARK(sw, projections);
+        see(s, watch, l, RT_OP_O_PROJ, s->o, n, H);
+        see(s, watch, l, RT_OP_ATTN_RESIDUAL, s->x, n, H);
         gm_pool_run(s->pool, n, ffn_norm_row, &rj);
         MARK(sw, elementwise);
-        /* gate and up, and g = bf(bf(SiLU(g)) * u) (SiLU in fp32) as each pair of outputs is done */
+        see(s, watch, l, RT_OP_FFN_NORM, s->h, n, H);
+        /*
+        ** gate and up, and g = bf(bf(SiLU(g)) * u) (SiLU in fp32) as each pair
+        ** of outputs is done; an observed layer's gate and up whole first
+        */
         const gm_out gate_up[] = {{.Y = s->g, .W = w->w_gate, .N = F, .form = f},
                                   {.Y = s->u, .W = w->w_up, .N = F, .form = f}};
-        gm_matmul_ep(s->pool, s->h, n, H, gate_up, 2, round, GM_EP_SWIGLU);
+        if (watch) {
+            gm_matmul_outs(s->pool, s->h, n, H, gate_up, 2, round);
+            see(s, watch, l, RT_OP_GATE, s->g, n, F);
+            see(s, watch, l, RT_OP_UP, s->u, n, F);
+            gm_pool_run(s->pool, n, swiglu_row, &rj);
+        } else {
+            gm_matmul_ep(s->pool, s->h, n, H, gate_up, 2, round, GM_EP_SWIGLU);
+        }
+        see(s, watch, l, RT_OP_SWIGLU, s->g, n, F);
         /* down, and the residual x = bf(x + bf(down)) */
         const gm_out down = {.Y = s->o, .W = w->w_down, .N = H, .form = f, .R = s->x};
         gm_matmul_ep(s->pool, s->g, n, F, &down, 1, round, GM_EP_ADD);
         MARK(sw, projections);
+        see(s, watch, l, RT_OP_DOWN, s->o, n, H);
+        see(s, watch, l, RT_OP_OUTPUT, s->x, n, H);
         if (r->layers) /* diagnosis runs are whole prefills: n == r->n_tokens */
             memcpy(r->layers + (long)l * n * H, s->x, sizeof(float) * (size_t)n * H);
         if (s->opt.progress && n > 1)

@@ -52,6 +52,53 @@ typedef struct rt_profile {
     double conversions; /* X made bf16 for the tile products: a part of the projections and the LM head */
 } rt_profile;
 
+/*
+** The ops of a decoder block, in the order the runner computes them. Each
+** names the op's output; its input is the output of the op(s) before it
+** (attention reads q_rope, k_rope and v). Widths: H = emb, Q = n_heads *
+** head_dim, KV = n_kv_heads * head_dim, F = hidden.
+*/
+typedef enum rt_op {
+    RT_OP_INPUT,         /* the block's input, the residual stream [H] */
+    RT_OP_ATTN_NORM,     /* attn_norm(input) [H] */
+    RT_OP_Q,             /* q after its projection, with the bias where the family has one (Qwen2) [Q] */
+    RT_OP_K,             /* k likewise [KV] */
+    RT_OP_V,             /* v likewise [KV] */
+    RT_OP_Q_NORM,        /* q after the per-head RMSNorm (Qwen3 only) [Q] */
+    RT_OP_K_NORM,        /* k after it (Qwen3 only) [KV] */
+    RT_OP_Q_ROPE,        /* q after RoPE [Q] */
+    RT_OP_K_ROPE,        /* k after RoPE [KV] */
+    RT_OP_ATTN,          /* causal softmax(q k^T / sqrt(head_dim)) v, heads side by side, before o_proj [Q] */
+    RT_OP_O_PROJ,        /* o_proj(attn) [H] */
+    RT_OP_ATTN_RESIDUAL, /* input + o_proj [H] */
+    RT_OP_FFN_NORM,      /* ffn_norm(attn_residual) [H] */
+    RT_OP_GATE,          /* gate_proj(ffn_norm) [F] */
+    RT_OP_UP,            /* up_proj(ffn_norm) [F] */
+    RT_OP_SWIGLU,        /* silu(gate) * up [F] */
+    RT_OP_DOWN,          /* down_proj(swiglu) [H] */
+    RT_OP_OUTPUT,        /* attn_residual + down: the block's output [H] */
+    RT_N_OPS
+} rt_op;
+
+/*
+** An observer of the ops inside the blocks (rt_options.observer; op NULL:
+** none). For each layer of each forward pass the runner asks wants(ctx,
+** layer) (wants NULL: every layer); for a layer it wants, it calls op() once
+** for every op of the block the family has, in rt_op order, with the op's
+** output for the tokens in flight: n rows of width f32 values, row-major
+** (bf16 values widened in RT_BF16). The rows are the runner's own, valid
+** during the call only. An observed layer is materialized op by op: a fast
+** path that fuses ops (an epilogue that adds the bias, SwiGLU, the residual,
+** or rounds in a product) must fall back to the unfused steps for a layer
+** wants() asks for, so that every op's output exists as written here; other
+** layers may take the fast path. Observing changes no result.
+*/
+typedef struct rt_observer {
+    int (*wants)(void *ctx, int layer);
+    void (*op)(void *ctx, int layer, rt_op op, const float *rows, int n, int width);
+    void *ctx;
+} rt_observer;
+
 typedef struct rt_options {
     rt_precision precision;
     int diagnosis;  /* keep every layer's output, the final norm and all positions' logits */
@@ -59,7 +106,8 @@ typedef struct rt_options {
     /* called after each decoder layer of a prefill of two or more tokens (NULL: none), for a progress line */
     void (*progress)(void *ctx, int layers_done, int n_layers);
     void *progress_ctx;
-    rt_profile *profile; /* NULL: none; else each step's time is added to it */
+    rt_profile *profile;  /* NULL: none; else each step's time is added to it */
+    rt_observer observer; /* the ops inside the blocks, for per-op capture (zero: none) */
 } rt_options;
 
 /*

@@ -13,22 +13,29 @@
 **
 ** The markup is a contract that tests and scripts reading the page rely on:
 **   <p class="overall"><span class="verdict ok|fail|unchecked">   the report's verdict
-**   <table class="summary"> with one <tr class="summary-row"> per prompt
+**   <p class="counts">                              each rule's OK, FAIL and not checked counts
+**   <table class="summary"> with one <tr class="summary-row"> per prompt, a column per rule
 **   <section class="prompt" id="prompt-NAME">   NAME: the prompt's name, bytes outside [A-Za-z0-9_.-] as '_'
 **     <pre class="prompt-text">                  the prompt's text (a <p class="prompt-text none"> without one)
-**     <p class="gate"><span class="verdict ...">  the token gate, then <span class="why">
+**     <p class="rule KEY"><span class="verdict ...">  each rule of vf_rules[] (KEY: its key, token_gate,
+**         block_gate), then <span class="why">
+**     <p class="checked">, <p class="not-checked">
+**     <p class="warning">                          a chosen id that is not the first of its own top-k
+**     <table class="divergence"> at the first divergence: <tr class="ref">, <tr class="cand">, each
+**         side's choice, its rank in the other's top-5 and its own top-5, decoded;
+**         <p class="prefix"> the agreed steps before it, decoded
 **     <div class="run ref">, <div class="run cand">: <p class="ids"> of <span class="tok">,
 **         "tok diverged" from step `diverge` on, "tok diverged first" at it; <pre class="text">
 **         with <mark class="diverged"> over what follows the two texts' common prefix
-**     <p class="block"><span class="verdict ...">  Phase 2's single-block gate, then <span class="why">
-**     <p class="checked">, <p class="not-checked">
 **     <svg class="cosine-plot"> with <polyline class="series-min">, "series-p5", "series-median",
 **         <line class="threshold">, <line class="first-low"> (when there is one)
 **     <svg class="position-plot"> of <rect class="cell">
 **     <table class="lens"> with one <tr class="layer"> per row
+**     <p class="ops-meta">, then per layer whose ops were compared an <svg class="ops-plot"> (the
+**         cosine plot's series over its ops), and <table class="ops"> with one <tr class="op"> per op
 ** Verdict spans read OK, FAIL and "not checked"; a value outside vf_verdict is "unknown", class unchecked.
 */
-#include "verify.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -36,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gm/io.h"
 #include "gm/utf8.h"
 
 /* ---------------------------------------------------------------- text */
@@ -229,23 +235,31 @@ static void put_header(FILE *out, const vf_report *r)
     put_meta_row(out, "candidate", r->cand_label, sizeof r->cand_label);
     fprintf(out, "<tr><th class=\"key\">head_dim</th><td class=\"name\">%d</td></tr>\n</table>\n", r->head_dim);
 
-    fputs("<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th><th>token gate</th>"
-          "<th>first divergence</th><th>block gate</th><th class=\"name\">first low row</th></tr></thead>\n<tbody>\n",
-          out);
+    fputs("<p class=\"counts\">", out);
+    for (int k = 0; k < VF_N_RULES; k++)
+        fprintf(out, "%s%s: %d OK, %d FAIL, %d not checked", k ? "; " : "", vf_rules[k].title, r->count[k][VF_OK],
+                r->count[k][VF_FAIL], r->count[k][VF_UNCHECKED]);
+    fputs("</p>\n<table class=\"summary\">\n<thead><tr><th class=\"name\">prompt</th>", out);
+    for (int k = 0; k < VF_N_RULES; k++)
+        fprintf(out, "<th>%s</th>", vf_rules[k].title);
+    fputs("<th>first divergence</th><th class=\"name\">first low row</th></tr></thead>\n<tbody>\n", out);
     for (int i = 0; r->prompts && i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
         fputs("<tr class=\"summary-row\"><td class=\"name\"><a href=\"#", out);
         put_id(out, p, i);
         fputs("\">", out);
         put_field(out, p->name);
-        fputs("</a></td><td>", out);
-        put_verdict(out, p->gate);
-        if (p->diverge >= 0)
-            fprintf(out, "</td><td>step %d</td><td>", p->diverge);
+        fputs("</a></td>", out);
+        for (int k = 0; k < VF_N_RULES; k++) {
+            fputs("<td>", out);
+            put_verdict(out, p->rule[k].verdict);
+            fputs("</td>", out);
+        }
+        if (p->walk.diverge >= 0)
+            fprintf(out, "<td>step %d</td>", p->walk.diverge);
         else
-            fputs("</td><td>none</td><td>", out);
-        put_verdict(out, p->block);
-        fputs("</td><td class=\"name\">", out);
+            fputs("<td>none</td>", out);
+        fputs("<td class=\"name\">", out);
         put_first_low(out, p);
         fputs("</td></tr>\n", out);
     }
@@ -301,41 +315,18 @@ static void put_run_text(FILE *out, const char *text, size_t prefix)
     fputs("</pre>\n", out);
 }
 
-static void put_gate(FILE *out, const vf_prompt *p)
+/* Each rule's verdict and why; what was checked and what not. */
+static void put_rules(FILE *out, const vf_prompt *p)
 {
-    int steps = p->n_steps > 0 ? p->n_steps : 0;
-    fputs("<h3>Token gate</h3>\n<p class=\"gate\">", out);
-    put_verdict(out, p->gate);
-    fputs(" <span class=\"why\">", out);
-    put_field(out, p->gate_why);
-    fputs("</span></p>\n", out);
-    if (!p->ref_ids || !p->cand_ids)
-        fputs("<p class=\"diverge\">nothing to compare: a run has no chosen tokens</p>\n", out);
-    else if (p->diverge >= 0)
-        fprintf(out, "<p class=\"diverge\">the chosen tokens differ first at step %d of %d</p>\n", p->diverge, steps);
-    else
-        fprintf(out, "<p class=\"diverge\">the chosen tokens agree on all %d steps</p>\n", steps);
-
-    /* both texts are marked from where they stop agreeing, which need not be the diverging token's start */
-    size_t ref_prefix = p->ref_text ? strlen(p->ref_text) : 0, cand_prefix = p->cand_text ? strlen(p->cand_text) : 0;
-    if (p->ref_text && p->cand_text)
-        ref_prefix = cand_prefix = common_prefix(p->ref_text, p->cand_text);
-    fputs("<div class=\"runs\">\n<div class=\"run ref\">\n<h4>reference</h4>\n", out);
-    put_ids(out, p->ref_ids, steps, p->diverge);
-    put_run_text(out, p->ref_text, ref_prefix);
-    fputs("</div>\n<div class=\"run cand\">\n<h4>candidate</h4>\n", out);
-    put_ids(out, p->cand_ids, steps, p->diverge);
-    put_run_text(out, p->cand_text, cand_prefix);
-    fputs("</div>\n</div>\n", out);
-}
-
-static void put_block(FILE *out, const vf_prompt *p)
-{
-    fputs("<h3>Phase 2 single-block gate (layer 0)</h3>\n<p class=\"block\">", out);
-    put_verdict(out, p->block);
-    fputs(" <span class=\"why\">", out);
-    put_field(out, p->block_why);
-    fputs("</span></p>\n<p class=\"checked\"><b>checked:</b> ", out);
+    fputs("<h3>Rules</h3>\n", out);
+    for (int k = 0; k < VF_N_RULES; k++) {
+        fprintf(out, "<p class=\"rule %s\">", vf_rules[k].key);
+        put_verdict(out, p->rule[k].verdict);
+        fprintf(out, " <b>%s</b> <span class=\"why\">", vf_rules[k].title);
+        put_field(out, p->rule[k].why);
+        fputs("</span></p>\n", out);
+    }
+    fputs("<p class=\"checked\"><b>checked:</b> ", out);
     put_field(out, p->checked);
     fputs("</p>\n<p class=\"not-checked\"><b>not checked:</b> ", out);
     if (p->unchecked[0])
@@ -343,6 +334,82 @@ static void put_block(FILE *out, const vf_prompt *p)
     else
         fputs("nothing: the candidate held every file", out);
     fputs("</p>\n", out);
+}
+
+/* A token as "id text" (the text when decoded). */
+static void put_token(FILE *out, int32_t id, const char *text)
+{
+    fprintf(out, "%ld", (long)id);
+    if (text) {
+        fputs(" <q>", out);
+        put_str(out, text);
+        fputs("</q>", out);
+    }
+}
+
+/* At the first divergence: each side's choice, its rank in the other's top-k, its own top-k; the agreed prefix. */
+static void put_divergence(FILE *out, const vf_prompt *p)
+{
+    const vf_walk *w = &p->walk;
+    if (w->diverge < 0 || !p->cand_ids)
+        return;
+    fprintf(out, "<table class=\"divergence\">\n<thead><tr><th class=\"name\">step %d</th><th class=\"name\">chose"
+            "</th><th>rank in the other's top-%d</th><th class=\"name\">own top-%d</th></tr></thead>\n<tbody>\n",
+            w->diverge, VF_GATE_K, VF_GATE_K);
+    for (int side = 0; side < 2; side++) {
+        const int rank = side ? w->cand_rank_in_ref : w->ref_rank_in_cand, known = side || w->has_cand_top;
+        fprintf(out, "<tr class=\"%s\"><td class=\"name\">%s</td><td class=\"name\">", side ? "cand" : "ref",
+                side ? "candidate" : "reference");
+        put_token(out, side ? w->cand_id : w->ref_id, side ? p->cand_chosen_text : p->ref_chosen_text);
+        if (!known)
+            fputs("</td><td>not known</td><td class=\"name\">", out);
+        else if (rank > 0)
+            fprintf(out, "</td><td>#%d</td><td class=\"name\">", rank);
+        else
+            fputs("</td><td class=\"low\">not in it</td><td class=\"name\">", out);
+        for (int k = 0; k < VF_GATE_K && (!side || w->has_cand_top); k++) {
+            fputs(k ? ", " : "", out);
+            put_token(out, side ? w->cand_top[k] : w->ref_top[k], side ? p->cand_top_text[k] : p->ref_top_text[k]);
+        }
+        fputs("</td></tr>\n", out);
+    }
+    fputs("</tbody>\n</table>\n", out);
+    if (p->prefix_text && w->diverge > 0) {
+        fprintf(out, "<p class=\"prefix\">agreed before it (steps 0-%d): <q>", w->diverge - 1);
+        put_str(out, p->prefix_text);
+        fputs("</q></p>\n", out);
+    }
+}
+
+/* Both runs' chosen tokens and texts, side by side. */
+static void put_runs(FILE *out, const vf_prompt *p)
+{
+    const int steps = p->n_steps > 0 ? p->n_steps : 0, diverge = p->walk.diverge;
+    fputs("<h3>Generated tokens</h3>\n", out);
+    if (!p->ref_ids || !p->cand_ids)
+        fputs("<p class=\"diverge\">nothing to compare: a run has no chosen tokens</p>\n", out);
+    else if (diverge >= 0)
+        fprintf(out, "<p class=\"diverge\">the chosen tokens differ first at step %d of %d</p>\n", diverge, steps);
+    else
+        fprintf(out, "<p class=\"diverge\">the chosen tokens agree on all %d steps</p>\n", steps);
+    put_divergence(out, p);
+    if (p->n_warnings) {
+        fputs("<p class=\"warning\"><b>warning:</b> ", out);
+        put_field(out, p->warning);
+        fprintf(out, "%s</p>\n", p->n_warnings > 1 ? " (and at other steps too)" : "");
+    }
+
+    /* both texts are marked from where they stop agreeing, which need not be the diverging token's start */
+    size_t ref_prefix = p->ref_text ? strlen(p->ref_text) : 0, cand_prefix = p->cand_text ? strlen(p->cand_text) : 0;
+    if (p->ref_text && p->cand_text)
+        ref_prefix = cand_prefix = common_prefix(p->ref_text, p->cand_text);
+    fputs("<div class=\"runs\">\n<div class=\"run ref\">\n<h4>reference</h4>\n", out);
+    put_ids(out, p->ref_ids, steps, diverge);
+    put_run_text(out, p->ref_text, ref_prefix);
+    fputs("</div>\n<div class=\"run cand\">\n<h4>candidate</h4>\n", out);
+    put_ids(out, p->cand_ids, steps, diverge);
+    put_run_text(out, p->cand_text, cand_prefix);
+    fputs("</div>\n</div>\n", out);
 }
 
 /* ---------------------------------------------------------------- the cosine plot */
@@ -391,15 +458,16 @@ static double fy(const frame *f, double v)
     return f->y1 - (clamp(v, f->lo, f->hi) - f->lo) / (f->hi - f->lo) * (f->y1 - f->y0);
 }
 
-static void put_cosine_plot(FILE *out, const vf_prompt *p)
+/* rows[0..n) of p along x (its lens, or one layer's ops), their cosines along y; the SVG's class cls */
+static void put_cosine_plot(FILE *out, const vf_prompt *p, const vf_layer *rows, int n, int first_low,
+                            const char *cls, const char *label)
 {
-    const int n = p->n_layers;
     const double thr = plot_threshold(p);
     frame f = {n, 1, 1, COS_L, PLOT_W - COS_R, COS_T, COS_H - COS_B};
     /* the y range: from the lowest finite value (cosines clamped to [-1, 1]) or the threshold up to 1, with headroom */
     for (int i = 0; i < n; i++)
         for (size_t s = 0; s < sizeof all_series / sizeof *all_series; s++) {
-            double v = series_value(&p->layers[i], &all_series[s]);
+            double v = series_value(&rows[i], &all_series[s]);
             if (isfinite(v) && clamp(v, -1, 1) < f.lo)
                 f.lo = clamp(v, -1, 1);
         }
@@ -410,9 +478,9 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
     f.hi = 1 + span * 0.03;
 
     fprintf(out,
-            "<svg class=\"cosine-plot\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
-            "aria-label=\"per-layer cosine: min, p5 and median over positions\">\n",
-            PLOT_W, COS_H, PLOT_W, COS_H);
+            "<svg class=\"%s\" viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\" "
+            "aria-label=\"%s: min, p5 and median over positions\">\n",
+            cls, PLOT_W, COS_H, PLOT_W, COS_H, label);
     fprintf(out, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#ffffff\" stroke=\"#999999\"/>\n", f.x0,
             f.y0, f.x1 - f.x0, f.y1 - f.y0);
     /* y axis: five ticks across the range */
@@ -431,7 +499,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
         double x = fx(&f, i), y = f.y1 + 12;
         fprintf(out, "<text x=\"%.2f\" y=\"%.2f\" transform=\"rotate(-45 %.2f %.2f)\" text-anchor=\"end\">", x, y, x,
                 y);
-        put_field(out, p->layers[i].name);
+        put_field(out, rows[i].name);
         fputs("</text>\n", out);
     }
     /* the threshold, dashed */
@@ -442,14 +510,14 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
             "%.4g</text>\n",
             f.x0, f.x1, ty, ty, f.x1 - 4, ty - 4, thr);
     /* the first row below it: a vertical line with its name */
-    if (p->first_low >= 0 && p->first_low < n) {
-        double x = fx(&f, p->first_low);
+    if (first_low >= 0 && first_low < n) {
+        double x = fx(&f, first_low);
         fprintf(out,
                 "<line class=\"first-low\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%.2f\" y2=\"%.2f\" stroke=\"#6a1b9a\" "
                 "stroke-width=\"1.5\" stroke-dasharray=\"2 3\"/>\n<text class=\"first-low\" x=\"%.2f\" y=\"%.2f\" "
                 "fill=\"#6a1b9a\" text-anchor=\"%s\">first low: ",
-                x, x, f.y0, f.y1, x + (p->first_low > n / 2 ? -4 : 4), f.y0 + 12, p->first_low > n / 2 ? "end" : "start");
-        put_field(out, p->layers[p->first_low].name);
+                x, x, f.y0, f.y1, x + (first_low > n / 2 ? -4 : 4), f.y0 + 12, first_low > n / 2 ? "end" : "start");
+        put_field(out, rows[first_low].name);
         fputs("</text>\n", out);
     }
     /* the series: a polyline through the finite values, a dot with its value on each */
@@ -459,7 +527,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
                 se->color);
         const char *sep = "";
         for (int i = 0; i < n; i++) {
-            double v = series_value(&p->layers[i], se);
+            double v = series_value(&rows[i], se);
             if (isfinite(v)) {
                 fprintf(out, "%s%.2f,%.2f", sep, fx(&f, i), fy(&f, v));
                 sep = " ";
@@ -467,12 +535,12 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
         }
         fputs("\"/>\n", out);
         for (int i = 0; i < n; i++) {
-            double v = series_value(&p->layers[i], se);
+            double v = series_value(&rows[i], se);
             if (!isfinite(v))
                 continue;
             fprintf(out, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"2\" fill=\"%s\"><title>", fx(&f, i), fy(&f, v),
                     se->color);
-            put_field(out, p->layers[i].name);
+            put_field(out, rows[i].name);
             fprintf(out, ": %s %.6f</title></circle>\n", se->label, v);
         }
     }
@@ -480,7 +548,7 @@ static void put_cosine_plot(FILE *out, const vf_prompt *p)
     for (int i = 0; i < n; i++) {
         int bad = 0;
         for (size_t s = 0; s < sizeof all_series / sizeof *all_series; s++)
-            bad |= !isfinite(series_value(&p->layers[i], &all_series[s]));
+            bad |= !isfinite(series_value(&rows[i], &all_series[s]));
         if (bad)
             fprintf(out, "<text class=\"nan-mark\" x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" fill=\"#b71c1c\">nan</text>\n",
                     fx(&f, i), f.y1 - 4);
@@ -659,18 +727,19 @@ static void put_err_cell(FILE *out, double v)
     fputs("</td>", out);
 }
 
-static void put_lens_table(FILE *out, const vf_prompt *p)
+/* rows[0..n) of p as a table of class cls, each row a <tr class="row_cls"> */
+static void put_lens_table(FILE *out, const vf_prompt *p, const vf_layer *rows, int n, int first_low, const char *cls,
+                           const char *row_cls)
 {
     const double thr = p->threshold; /* only marks cells: a NaN threshold marks none */
-    fputs("<table class=\"lens\">\n<thead><tr><th>#</th><th class=\"name\">row</th><th>cos whole</th><th>cos min</th>"
-          "<th>cos p5</th><th>cos median</th><th>cos mean</th><th>max abs</th><th>mean abs</th><th>max rel</th>"
-          "<th>mean rel</th><th>nan/inf</th></tr></thead>\n<tbody>\n",
-          out);
-    for (int i = 0; i < p->n_layers; i++) {
-        const vf_layer *l = &p->layers[i];
-        fprintf(out, "<tr class=\"layer\"><td>%d</td><td class=\"name\">", i);
+    fprintf(out, "<table class=\"%s\">\n<thead><tr><th>#</th><th class=\"name\">row</th><th>cos whole</th><th>cos min</th>"
+            "<th>cos p5</th><th>cos median</th><th>cos mean</th><th>max abs</th><th>mean abs</th><th>max rel</th>"
+            "<th>mean rel</th><th>nan/inf</th></tr></thead>\n<tbody>\n", cls);
+    for (int i = 0; i < n; i++) {
+        const vf_layer *l = &rows[i];
+        fprintf(out, "<tr class=\"%s\"><td>%d</td><td class=\"name\">", row_cls, i);
         put_field(out, l->name);
-        if (i == p->first_low)
+        if (i == first_low)
             fputs(" <b class=\"first-low\">(first low)</b>", out);
         fputs("</td>", out);
         put_cos_cell(out, l->cos_whole, thr, 0);
@@ -700,9 +769,35 @@ static void put_lens(FILE *out, const vf_prompt *p)
     fputs("; first row whose lowest per-position cosine is below it: ", out);
     put_first_low(out, p);
     fputs("</p>\n", out);
-    put_cosine_plot(out, p);
+    put_cosine_plot(out, p, p->layers, p->n_layers, p->first_low, "cosine-plot", "per-layer cosine");
     put_position_plot(out, p);
-    put_lens_table(out, p);
+    put_lens_table(out, p, p->layers, p->n_layers, p->first_low, "lens", "layer");
+}
+
+/* The ops inside the blocks: for each layer captured, a plot of its ops; one table of them all. */
+static void put_ops(FILE *out, const vf_prompt *p)
+{
+    if (!p->ops || p->n_ops <= 0)
+        return;
+    fputs("<h3>The ops inside the blocks</h3>\n<p class=\"ops-meta\">each op's output against the reference's, "
+          "per layer captured; first op whose lowest per-position cosine is below the threshold: ", out);
+    if (p->first_low_op >= 0 && p->first_low_op < p->n_ops)
+        put_field(out, p->ops[p->first_low_op].name);
+    else
+        fputs("none", out);
+    fputs("</p>\n", out);
+    for (int a = 0; a < p->n_ops;) {
+        int b = a;
+        while (b < p->n_ops && p->ops[b].layer == p->ops[a].layer)
+            b++;
+        const int first = p->first_low_op >= a && p->first_low_op < b ? p->first_low_op - a : -1;
+        char label[64];
+        snprintf(label, sizeof label, "layer %d: each op's cosine", p->ops[a].layer);
+        fprintf(out, "<h4>layer %d</h4>\n", p->ops[a].layer);
+        put_cosine_plot(out, p, p->ops + a, b - a, first, "ops-plot", label);
+        a = b;
+    }
+    put_lens_table(out, p, p->ops, p->n_ops, p->first_low_op, "ops", "op");
 }
 
 /* ---------------------------------------------------------------- one prompt, the page */
@@ -721,31 +816,23 @@ static void put_prompt(FILE *out, const vf_prompt *p, int i)
     } else {
         fputs("<p class=\"prompt-text none\">given as token ids</p>\n", out);
     }
-    put_gate(out, p);
-    put_block(out, p);
+    put_rules(out, p);
+    put_runs(out, p);
     put_lens(out, p);
+    put_ops(out, p);
     fputs("</section>\n", out);
 }
 
-int vf_write_html(const vf_report *r, const char *path, gm_status *st)
+static void put_page(FILE *out, const vf_report *r)
 {
-    /* the whole page in memory first, then one atomic write: a reader never sees half a page */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&buf, &len);
-    if (!out)
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the page", path);
     put_head(out, r);
     put_header(out, r);
     for (int i = 0; r->prompts && i < r->n_prompts; i++)
         put_prompt(out, &r->prompts[i], i);
     fputs("</body>\n</html>\n", out);
-    int failed = ferror(out);
-    if (fclose(out) != 0 || failed || !buf) {
-        free(buf);
-        return gm_fail(st, GM_ENOMEM, "%s: out of memory for the page", path);
-    }
-    int rc = gm_write_file(path, buf, len, st);
-    free(buf);
-    return rc;
+}
+
+int vf_write_html(const vf_report *r, const char *path, gm_status *st)
+{
+    return vf_write_report(r, path, put_page, st); /* one atomic write: a reader never sees half a page */
 }

@@ -22,7 +22,7 @@ local tmpl = require("tmpl")
 local M = {}
 
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
-local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (generator/snapshot.c)
+local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (hub/snapshot.c)
 local RUNTIME_ABI = require("gm.runtime").abi -- GM_RUNTIME_ABI (gm/status.h): the generated code's contract
 
 -- The C identifier of a repo: its name lower-cased, every run of other

@@ -48,7 +48,7 @@ endforeach()
 # phase0 for a downstream project's models: its source, and the headers it and libgm_phase0 use
 install(FILES ${CMAKE_SOURCE_DIR}/phase0/phase0.c DESTINATION ${CMAKE_INSTALL_DATADIR}/gen-model)
 install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/verify.h
-              ${CMAKE_SOURCE_DIR}/generator/embedded.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
 install(EXPORT GenModelTargets NAMESPACE GenModel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/GenModelConfig.cmake.in

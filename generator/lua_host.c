@@ -10,7 +10,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "embedded.h"
+#include "gm/embedded.h"
 #include "gm/safetensors.h"
 #include "json2lua.h"
 

@@ -421,6 +421,23 @@ static int run(call *c)
     return st->code;
 }
 
+int gm_templates_check(const char *dir, gm_status *st)
+{
+    char path[4096];
+    for (const gm_embedded_file *f = gm_embedded; f->name; f++) {
+        if (strncmp(f->name, "templates/", 10) != 0)
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (snprintf(path, sizeof path, "%s/%s", dir, f->name + 10) >= (int)sizeof path)
+            return gm_fail(st, GM_EIO, "%s: path too long", dir);
+        if (gm_read_file(path, 16u << 20, &text, &len, st))
+            return st->code;
+        free(text);
+    }
+    return 0;
+}
+
 void gm_gen_result_free(gm_gen_result *r)
 {
     for (size_t i = 0; i < r->n_files; i++) {

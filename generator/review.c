@@ -409,8 +409,9 @@ int gm_regen_main(int argc, char **argv)
         if (!rc)
             rc = GM_EXIT_INPUT;
     } else if (!rc) {
-        printf("gen-model: regen: %zu model%s under %s/ %s their snapshots\n", ids.n, ids.n == 1 ? "" : "s",
-               r.models, r.n_changed && !r.check ? "now match" : "match");
+        printf("gen-model: regen: %zu model%s under %s/ %s %s\n", ids.n, ids.n == 1 ? "" : "s", r.models,
+               r.n_changed && !r.check ? (ids.n == 1 ? "now matches" : "now match") : (ids.n == 1 ? "matches" : "match"),
+               ids.n == 1 ? "its snapshot" : "their snapshots");
     }
     strlist_free(&ids);
     strlist_free(&r.stale);

@@ -365,3 +365,35 @@ Test(review, help_of_each_command_exits_0)
         free(out);
     }
 }
+
+/* .pre-commit-hooks.yaml: its entry, run where a project keeps models/, passes a fresh tree and stops a stale one */
+Test(review, the_pre_commit_hook_runs_regen_check_in_the_project)
+{
+    char *yaml = tu_read(GM_SOURCE_DIR "/.pre-commit-hooks.yaml", NULL), *out = NULL, *err = NULL;
+    cr_assert_not_null(yaml);
+    cr_expect(strstr(yaml, "\n- id: gen-model-regen-check\n"), "%s", yaml);
+    cr_expect(strstr(yaml, "\n  language: system\n") && strstr(yaml, "\n  pass_filenames: false\n"), "%s", yaml);
+    const char *entry = strstr(yaml, "\n  entry: gen-model ");
+    cr_assert_not_null(entry, "%s", yaml);
+    entry += strlen("\n  entry: gen-model ");
+    char args[256], cmd[8800];
+    snprintf(args, sizeof args, "%.*s", (int)strcspn(entry, "\n"), entry);
+    cr_expect_str_eq(args, "regen --check");
+    copy_models();
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", work, GM_GEN_MODEL, args);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h", models);
+    char *text = tu_read(path, NULL);
+    text[0] = '#'; /* a hand edit of a generated file */
+    tu_write(path, text, strlen(text));
+    cr_expect_eq(tu_run(cmd, &out, &err), 1, "%s%s", out, err);
+    cr_expect(strstr(out, "--- a/models/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h\n"), "%s", out);
+    cr_expect(strstr(err, "to fix run: gen-model regen qwen2_1_5b\n"), "%s", err);
+    free(text);
+    free(out);
+    free(err);
+    free(yaml);
+}

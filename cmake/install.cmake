@@ -16,6 +16,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 find_package(Threads REQUIRED)
 
+# read at configure time, so a bump of GM_RUNTIME_ABI reconfigures: the soname follows it in every build
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/core/include/gm/status.h)
 file(STRINGS ${CMAKE_SOURCE_DIR}/runtime/core/include/gm/status.h abi_line REGEX "^#define GM_RUNTIME_ABI ")
 string(REGEX REPLACE "^#define GM_RUNTIME_ABI ([0-9]+).*" "\\1" GM_ABI "${abi_line}")
 

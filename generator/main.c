@@ -4,12 +4,10 @@
 */
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <sys/stat.h>
 
 #include "gm/cli.h"
@@ -157,17 +155,12 @@ int main(int argc, char **argv)
                 "(not gm, st or bf16), found '%s'\n", opt.name);
         return GM_EXIT_USAGE;
     }
-    /* past RLIMIT_FSIZE a write fails with EFBIG and is cleaned up, instead of killing us mid-write */
-    signal(SIGXFSZ, SIG_IGN);
-    /* Ctrl-C and SIGTERM stop the transfers and lock waits, and end the run as interrupted() says */
-    gm_catch_interrupts();
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        fprintf(stderr, "gen-model: cannot initialise libcurl\n");
+    /* an interrupt ends the run as interrupted() says */
+    if (gm_command_start())
         return GM_EXIT_INTERNAL;
-    }
     if (is_download) {
         int rc = download(argv[optind], revision);
-        curl_global_cleanup();
+        gm_command_end();
         return rc;
     }
 
@@ -189,7 +182,7 @@ int main(int argc, char **argv)
 out:
     gm_gen_result_free(&res);
     gm_snapshot_free(&snap);
-    curl_global_cleanup();
+    gm_command_end();
     if (gm_interrupted()) {
         gm_sources_free(&src);
         return interrupted(&st);

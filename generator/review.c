@@ -12,14 +12,12 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include <curl/curl.h>
 
 #include "diff.h"
 #include "gm/cli.h"
@@ -381,8 +379,10 @@ int gm_regen_main(int argc, char **argv)
             return GM_EXIT_USAGE;
         }
     }
-    signal(SIGXFSZ, SIG_IGN);
-    gm_catch_interrupts();
+    if (gm_command_start()) {
+        strlist_free(&ids);
+        return GM_EXIT_INTERNAL;
+    }
     for (size_t i = 0; i < ids.n && !gm_interrupted(); i++) {
         gm_status one = {0};
         if (regen_one(&r, ids.v[i], &one)) {
@@ -416,6 +416,7 @@ int gm_regen_main(int argc, char **argv)
     strlist_free(&ids);
     strlist_free(&r.stale);
     gm_sources_free(&r.src);
+    gm_command_end();
     return rc;
 }
 
@@ -580,12 +581,8 @@ int gm_preview_main(int argc, char **argv)
         fprintf(stderr, "gen-model: preview: --templates: %s\n", st.msg);
         return GM_EXIT_USAGE;
     }
-    signal(SIGXFSZ, SIG_IGN);
-    gm_catch_interrupts();
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        fprintf(stderr, "gen-model: cannot initialise libcurl\n");
+    if (gm_command_start())
         return GM_EXIT_INTERNAL;
-    }
     for (int i = optind; i < argc && !gm_interrupted(); i++) {
         strlist sources = {0};
         expand(argv[i], 0, &sources);
@@ -598,7 +595,7 @@ int gm_preview_main(int argc, char **argv)
             preview_one(&p, sources.v[k]);
         strlist_free(&sources);
     }
-    curl_global_cleanup();
+    gm_command_end();
     int rc = p.first_error;
     if (gm_interrupted()) {
         fprintf(stderr, "gen-model: preview: interrupted\n");

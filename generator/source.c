@@ -2,10 +2,15 @@
 #include "source.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <curl/curl.h>
+
+#include "gm/lock.h"
 
 int gm_exit_code(int code)
 {
@@ -18,6 +23,22 @@ int gm_exit_code(int code)
     case GM_ELUA: return GM_EXIT_INTERNAL;
     default: return GM_EXIT_INPUT;
     }
+}
+
+int gm_command_start(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    gm_catch_interrupts();
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "gen-model: cannot initialise libcurl\n");
+        return GM_EXIT_INTERNAL;
+    }
+    return 0;
+}
+
+void gm_command_end(void)
+{
+    curl_global_cleanup();
 }
 
 static int is_dir(const char *path)

@@ -25,6 +25,15 @@ enum {
 /* The exit status of a gm_status code. */
 int gm_exit_code(int code);
 
+/*
+** What a command that fetches or writes models sets up first: SIGXFSZ ignored (past
+** RLIMIT_FSIZE a write fails with EFBIG and is cleaned up, instead of killing us mid-write),
+** Ctrl-C, SIGTERM and SIGHUP caught (they stop transfers and lock waits: gm_interrupted()), and
+** libcurl. 0, or one line said and GM_EXIT_INTERNAL; gm_command_end() undoes it.
+*/
+int gm_command_start(void);
+void gm_command_end(void);
+
 /* The Hub, set up on first use by the sources that need it. */
 typedef struct gm_sources {
     gm_hub hub;

@@ -25,10 +25,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    if (system(cmd) != 0)
-        cr_log_warn("could not remove %s", work);
+    tu_rm_rf(work);
     free(work);
 }
 

@@ -16,6 +16,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 find_package(Threads REQUIRED)
 
+# read at configure time, so a bump of GM_RUNTIME_ABI reconfigures: the soname follows it in every build
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/runtime/core/include/gm/status.h)
 file(STRINGS ${CMAKE_SOURCE_DIR}/runtime/core/include/gm/status.h abi_line REGEX "^#define GM_RUNTIME_ABI ")
 string(REGEX REPLACE "^#define GM_RUNTIME_ABI ([0-9]+).*" "\\1" GM_ABI "${abi_line}")
 
@@ -48,8 +50,7 @@ endforeach()
 # phase0 for a downstream project's models: its source, and the headers it and libgm_phase0 use
 install(FILES ${CMAKE_SOURCE_DIR}/phase0/phase0.c DESTINATION ${CMAKE_INSTALL_DATADIR}/gen-model)
 install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/prompt_file.h
-              ${CMAKE_SOURCE_DIR}/phase0/verify/verify.h
-              ${CMAKE_SOURCE_DIR}/generator/embedded.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
+              ${CMAKE_SOURCE_DIR}/phase0/verify/verify.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
 install(EXPORT GenModelTargets NAMESPACE GenModel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/GenModelConfig.cmake.in

@@ -8,16 +8,23 @@ _gm_options() { # the long options a program's --help lists
 }
 
 _gen_model() {
-    local cur prev
+    local cur prev sub=
     _init_completion 2>/dev/null || { cur=${COMP_WORDS[COMP_CWORD]}; prev=${COMP_WORDS[COMP_CWORD-1]}; }
+    [[ ${COMP_WORDS[1]} == regen || ${COMP_WORDS[1]} == preview ]] && sub=${COMP_WORDS[1]}
     case $prev in
-        --out|-o|--templates) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        --out|-o|--templates|--models|-m) compopt -o dirnames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur")); return ;;
         --revision|-R|--repo|-r|--name|-n) return ;;
     esac
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$(_gm_options "${COMP_WORDS[0]}")" -- "$cur"))
+        COMPREPLY=($(compgen -W "$(_gm_options "${COMP_WORDS[0]}" "$sub")" -- "$cur"))
     elif [ "$COMP_CWORD" -eq 1 ]; then
-        COMPREPLY=($(compgen -W "download tokenize" -- "$cur") $(compgen -d -- "$cur"))
+        COMPREPLY=($(compgen -W "download tokenize regen preview" -- "$cur") $(compgen -d -- "$cur"))
+    elif [ "$sub" = regen ]; then # the ids of the models in --models DIR (default models/) that have a snapshot
+        local dir=models i
+        for ((i = 2; i < COMP_CWORD; i++)); do
+            [[ ${COMP_WORDS[i]} == --models || ${COMP_WORDS[i]} == -m ]] && dir=${COMP_WORDS[i+1]}
+        done
+        COMPREPLY=($(compgen -W "$(for d in "$dir"/*/snapshot; do [ -d "$d" ] && basename "${d%/snapshot}"; done)" -- "$cur"))
     else
         COMPREPLY=($(compgen -d -- "$cur"))
     fi

@@ -10,7 +10,7 @@
 #include <lua.h>
 #include <lualib.h>
 
-#include "embedded.h"
+#include "gm/embedded.h"
 #include "gm/safetensors.h"
 #include "json2lua.h"
 
@@ -224,8 +224,9 @@ static char *dup_field(lua_State *L, int idx, const char *key, size_t *len)
 
 /*
 ** The Lua Config (config.lua's fields, plus qkv_bias and qk_norm) as a
-** gm_config. config.lua promises each field's type; anything else is a
-** generator bug, reported as one (GM_ELUA).
+** gm_config, field by field as GM_CONFIG_FIELDS (gm/config.h) lists them.
+** config.lua promises each field's type; anything else, or a field the list
+** has and the Lua Config lacks, is a generator bug, reported as one (GM_ELUA).
 */
 static void field(lua_State *L, int idx, const char *key, int type, const char *what)
 {
@@ -267,61 +268,78 @@ static bool config_bool(lua_State *L, int idx, const char *key)
     return v;
 }
 
+/* rope_scaling: false (none) or { type = "llama3", factor, ... } */
+static void config_rope(lua_State *L, int idx, const char *key, gm_rope_scaling *rs)
+{
+    if (lua_getfield(L, idx, key) == LUA_TTABLE) {
+        const int t = lua_gettop(L);
+        lua_getfield(L, t, "type");
+        if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "llama3") != 0)
+            luaL_error(L, "gen.check_config: Config.%s.type must be \"llama3\"", key);
+        lua_pop(L, 1);
+        rs->type = GM_ROPE_LLAMA3;
+        rs->factor = config_number(L, t, "factor");
+        rs->low_freq_factor = config_number(L, t, "low_freq_factor");
+        rs->high_freq_factor = config_number(L, t, "high_freq_factor");
+        rs->original_max_position_embeddings = config_int(L, t, "original_max_position_embeddings");
+    } else if (!lua_isboolean(L, -1) || lua_toboolean(L, -1)) {
+        luaL_error(L, "gen.check_config: Config.%s must be false or a table, found a %s", key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+}
+
+/* A list of at most GM_MAX_EOS ids into ids; how many. */
+static int config_ids(lua_State *L, int idx, const char *key, int *ids)
+{
+    field(L, idx, key, LUA_TTABLE, "a list");
+    const lua_Unsigned n = lua_rawlen(L, -1);
+    if (n > GM_MAX_EOS)
+        luaL_error(L, "gen.check_config: Config.%s has %d ids, at most %d fit", key, (int)n, GM_MAX_EOS);
+    for (lua_Unsigned i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i);
+        ids[i - 1] = pop_int(L, key);
+    }
+    lua_pop(L, 1);
+    return (int)n;
+}
+
+/* A dtype by gm_dtype_name's names. */
+static gm_dtype config_dtype(lua_State *L, int idx, const char *key)
+{
+    field(L, idx, key, LUA_TSTRING, "a string");
+    const char *name = lua_tostring(L, -1);
+    gm_dtype d = GM_DTYPE_NONE;
+    while (d <= GM_DTYPE_F32 && strcmp(name, gm_dtype_name(d)) != 0)
+        d++;
+    if (d > GM_DTYPE_F32)
+        luaL_error(L, "gen.check_config: Config.%s '%s' is not a dtype", key, name);
+    lua_pop(L, 1);
+    return d;
+}
+
+/* Every field of GM_CONFIG_FIELDS, by its kind, from the Lua Config at idx. */
 static void to_config(lua_State *L, int idx, gm_config *c)
 {
     memset(c, 0, sizeof *c);
-    c->n_layers = config_int(L, idx, "n_layers");
-    c->emb_dim = config_int(L, idx, "emb_dim");
-    c->n_heads = config_int(L, idx, "n_heads");
-    c->n_kv_heads = config_int(L, idx, "n_kv_heads");
-    c->head_dim = config_int(L, idx, "head_dim");
-    c->hidden_dim = config_int(L, idx, "hidden_dim");
-    c->vocab_size = config_int(L, idx, "vocab_size");
-    c->rope_base = config_number(L, idx, "rope_base");
-    c->tie_word_embeddings = config_bool(L, idx, "tie_word_embeddings");
-    c->rms_norm_eps = config_number(L, idx, "rms_norm_eps");
-    c->max_position_embeddings = config_int(L, idx, "max_position_embeddings");
-    c->qkv_bias = config_bool(L, idx, "qkv_bias");
-    c->qk_norm = config_bool(L, idx, "qk_norm");
-    c->bos_token_id = config_int(L, idx, "bos_token_id");
-
-    /* rope_scaling: false (none) or { type = "llama3", factor, ... } */
-    if (lua_getfield(L, idx, "rope_scaling") == LUA_TTABLE) {
-        const int rs = lua_gettop(L);
-        lua_getfield(L, rs, "type");
-        if (!lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "llama3") != 0)
-            luaL_error(L, "gen.check_config: Config.rope_scaling.type must be \"llama3\"");
-        lua_pop(L, 1);
-        c->rope_scaling.type = GM_ROPE_LLAMA3;
-        c->rope_scaling.factor = config_number(L, rs, "factor");
-        c->rope_scaling.low_freq_factor = config_number(L, rs, "low_freq_factor");
-        c->rope_scaling.high_freq_factor = config_number(L, rs, "high_freq_factor");
-        c->rope_scaling.original_max_position_embeddings = config_int(L, rs, "original_max_position_embeddings");
-    } else if (!lua_isboolean(L, -1) || lua_toboolean(L, -1)) {
-        luaL_error(L, "gen.check_config: Config.rope_scaling must be false or a table, found a %s",
-                   luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);
-
-    field(L, idx, "eos_token_ids", LUA_TTABLE, "a list");
-    const lua_Unsigned n = lua_rawlen(L, -1);
-    if (n > GM_MAX_EOS)
-        luaL_error(L, "gen.check_config: Config.eos_token_ids has %d ids, at most %d fit", (int)n, GM_MAX_EOS);
-    for (lua_Unsigned i = 1; i <= n; i++) {
-        lua_rawgeti(L, -1, (lua_Integer)i);
-        c->eos_token_ids[c->n_eos_token_ids++] = pop_int(L, "eos_token_ids[]");
-    }
-    lua_pop(L, 1);
-
-    field(L, idx, "dtype", LUA_TSTRING, "a string");
-    const char *dtype = lua_tostring(L, -1);
-    gm_dtype d = GM_DTYPE_NONE; /* the names are gm_dtype_name's */
-    while (d <= GM_DTYPE_F32 && strcmp(dtype, gm_dtype_name(d)) != 0)
-        d++;
-    if (d > GM_DTYPE_F32)
-        luaL_error(L, "gen.check_config: Config.dtype '%s' is not a dtype", dtype);
-    c->dtype = d;
-    lua_pop(L, 1);
+#define TO_INT(f) c->f = config_int(L, idx, #f);
+#define TO_TOKEN(f) c->f = config_int(L, idx, #f);
+#define TO_DOUBLE(f) c->f = config_number(L, idx, #f);
+#define TO_BOOL(f) c->f = config_bool(L, idx, #f);
+#define TO_ARCH(f) c->f = config_bool(L, idx, #f); /* families.lua's implied flags, set by check_config */
+#define TO_ROPE(f) config_rope(L, idx, #f, &c->f);
+#define TO_EOS(f) c->n_##f = config_ids(L, idx, #f, c->f);
+#define TO_DTYPE(f) c->f = config_dtype(L, idx, #f);
+#define TO(kind, field, key, key5, rule) TO_##kind(field)
+    GM_CONFIG_FIELDS(TO)
+#undef TO
+#undef TO_INT
+#undef TO_TOKEN
+#undef TO_DOUBLE
+#undef TO_BOOL
+#undef TO_ARCH
+#undef TO_ROPE
+#undef TO_EOS
+#undef TO_DTYPE
 }
 
 static int pmain(lua_State *L)
@@ -419,6 +437,23 @@ static int run(call *c)
     }
     lua_close(L);
     return st->code;
+}
+
+int gm_templates_check(const char *dir, gm_status *st)
+{
+    char path[4096];
+    for (const gm_embedded_file *f = gm_embedded; f->name; f++) {
+        if (strncmp(f->name, "templates/", 10) != 0)
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (snprintf(path, sizeof path, "%s/%s", dir, f->name + 10) >= (int)sizeof path)
+            return gm_fail(st, GM_EIO, "%s: path too long", dir);
+        if (gm_read_file(path, 16u << 20, &text, &len, st))
+            return st->code;
+        free(text);
+    }
+    return 0;
 }
 
 void gm_gen_result_free(gm_gen_result *r)

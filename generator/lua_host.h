@@ -53,4 +53,10 @@ int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
 
 void gm_gen_result_free(gm_gen_result *r);
 
+/*
+** Whether folder dir holds every template gm_generate reads (templates/<name>.tmpl
+** as built in): 0, or st names the first it cannot read.
+*/
+int gm_templates_check(const char *dir, gm_status *st);
+
 #endif

@@ -25,9 +25,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "embedded.h"
 #include "gm/config.h"
 #include "gm/cli.h"
+#include "gm/embedded.h"
 #include "gm/kernels.h"
 #include "gm/lock.h"
 #include "gm/npy.h"

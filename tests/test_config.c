@@ -643,3 +643,46 @@ Test(config_diff, architecture_is_read_from_architectures)
                                              &st), GM_OK, "%s", st.msg);
     cr_expect_str_eq(arch, "Qwen3ForCausalLM");
 }
+
+/* The key config.json used is the one named: transformers 5.x's dtype and rope_parameters, or 4.x's. */
+Test(config_diff, names_the_key_config_json_used)
+{
+    static const char five[] = "{" REQ ", \"dtype\": \"bfloat16\", \"rope_parameters\": {\"rope_theta\": 500000.0, "
+                               "\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                               "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}";
+    gm_config want, got;
+    gm_status st = {0};
+    char out[1024];
+
+    cr_assert_eq(parse(&want, five, &st), GM_OK, "%s", st.msg);
+    cr_expect_str_eq(want.json_key[GM_CONFIG_dtype], "dtype");
+    cr_expect_str_eq(want.json_key[GM_CONFIG_rope_scaling], "rope_parameters");
+    cr_expect_str_eq(want.json_key[GM_CONFIG_rope_base], "rope_parameters.rope_theta");
+    got = want;
+    memset(got.json_key, 0, sizeof got.json_key); /* a generated Config knows no keys */
+    got.dtype = GM_DTYPE_F32;
+    got.rope_base = 1e6;
+    got.rope_scaling.factor = 32;
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 3, "%s", out);
+    cr_expect_str_eq(out, "rope_base (rope_parameters.rope_theta) is 1000000, config.json says 500000; "
+                          "rope_scaling.factor (rope_parameters.factor) is 32, config.json says 8; "
+                          "dtype is float32, config.json says bfloat16");
+    got.rope_scaling.type = GM_ROPE_DEFAULT;
+    got.rope_scaling.factor = 8;
+    got.rope_base = want.rope_base;
+    got.dtype = want.dtype;
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "%s", out);
+    cr_expect_str_eq(out, "rope_scaling.type (rope_parameters.rope_type) is default, config.json says llama3");
+
+    /* 4.x spellings name theirs; a key config.json lacks is named by its 4.x spelling */
+    want = full_config();
+    cr_expect_str_eq(want.json_key[GM_CONFIG_dtype], "torch_dtype");
+    cr_expect_str_eq(want.json_key[GM_CONFIG_rope_scaling], "rope_scaling");
+    cr_expect_str_eq(want.json_key[GM_CONFIG_rope_base], "rope_theta");
+    cr_assert_eq(parse(&want, "{" REQ "}", &st), GM_OK, "%s", st.msg);
+    cr_expect_null(want.json_key[GM_CONFIG_dtype]);
+    got = want;
+    got.dtype = GM_DTYPE_BF16;
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "%s", out);
+    cr_expect_str_eq(out, "dtype (torch_dtype) is bfloat16, config.json says none");
+}

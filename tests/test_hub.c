@@ -147,6 +147,26 @@ Test(hub, scaffolds_the_same_model_as_the_offline_path_from_kilobytes)
     free(err);
 }
 
+/* gen-model preview takes Hub repo ids as a scaffold does: kilobytes, and a refusal listed, not fatal */
+Test(hub, preview_renders_hub_repo_ids_and_lists_a_refused_one)
+{
+    hub_start(NULL);
+    char tmpl[4400], args[9000], *out = NULL, *err = NULL;
+    snprintf(tmpl, sizeof tmpl, "%s/templates", hub.work);
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    snprintf(args, sizeof args, "preview --templates '%s' Qwen/Qwen3-0.6B mistralai/Mixtral-8x7B-v0.1", tmpl);
+    cr_assert_eq(gm(NULL, args, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "preview: qwen3_0_6b (Qwen/Qwen3-0.6B): unchanged\n"), "%s", out);
+    cr_expect(strstr(out, "preview: mistralai/Mixtral-8x7B-v0.1: refused: mistralai/Mixtral-8x7B-v0.1: "
+                          "mixture-of-experts models are out of scope"), "%s", out);
+    cr_expect(strstr(out, ": 0 with changes, 1 unchanged\npreview: 1 refused:\n"), "%s", out);
+    cr_expect(strstr(err, " bytes in "), "the transfer is not reported: %s", err);
+    cr_assert_eq(log_count("model.safetensors", "\"range\": null"), 0, "an unranged safetensors request");
+    cr_expect(!tu_exists(hub.out), "preview wrote a models folder");
+    free(out);
+    free(err);
+}
+
 Test(hub, shard_headers_of_a_gated_sharded_repo_with_a_token)
 {
     hub_start(NULL);

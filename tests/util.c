@@ -59,6 +59,14 @@ int tu_exists(const char *path)
     return lstat(path, &sb) == 0;
 }
 
+void tu_rm_rf(const char *dir)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        cr_log_warn("could not remove %s", dir);
+}
+
 void tu_copy_dir(const char *src, const char *dst)
 {
     char cmd[8192];

@@ -15,6 +15,9 @@ char *tu_read(const char *path, size_t *len);
 void tu_write(const char *path, const void *data, size_t len);
 int tu_exists(const char *path);
 
+/* rm -rf dir, warning (not failing) when it cannot. */
+void tu_rm_rf(const char *dir);
+
 /* cp -r src/. dst (dst created). */
 void tu_copy_dir(const char *src, const char *dst);
 

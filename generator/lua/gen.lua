@@ -22,7 +22,7 @@ local tmpl = require("tmpl")
 local M = {}
 
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
-local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (generator/snapshot.c)
+local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (hub/snapshot.c)
 local RUNTIME_ABI = require("gm.runtime").abi -- GM_RUNTIME_ABI (gm/status.h): the generated code's contract
 
 -- The C identifier of a repo: its name lower-cased, every run of other
@@ -211,30 +211,30 @@ end
 
 local function pad(s, n) return s .. string.rep(" ", math.max(1, n - #s)) end
 
--- A shape expression as C over a Config named `c`: "n_heads * head_dim" -> "c.n_heads * c.head_dim".
-local function c_expr(e) return (e:gsub("[%a_][%w_]*", "c.%0")) end
-
 local rope_types = { llama3 = "GM_ROPE_LLAMA3" }
 
--- C declaration and initializer of each Config field.
+-- Each Config field as the templates declare and initialize it: its name, its
+-- C element type, whether it is an array (of `len` elements), its declaration
+-- (made from those), its initializer and what TODO.md shows of its value.
 local function config_fields(cfg)
   local out = {}
-  local function add(decl, init, doc, shown)
-    out[#out + 1] = { decl = decl, init = init, doc = doc, name = decl:match("([%w_]+)[;%[]"),
-      shown = shown or init }
+  local function add(ctype, name, init, doc, shown, len)
+    out[#out + 1] = { name = name, ctype = ctype, is_array = len ~= nil, len = len,
+      decl = ctype .. " " .. name .. (len and "[" .. len .. "]" or "") .. ";",
+      init = init, doc = doc, shown = shown or init }
   end
   for _, f in ipairs(config.fields) do
     local v = cfg[f.name]
     local src = f.key .. (f.key5 and (" or " .. f.key5) or "")
     local doc = src .. ": " .. f.doc
     if f.type == "int" or f.type == "token" then
-      add("int " .. f.name .. ";", tostring(v), doc)
+      add("int", f.name, tostring(v), doc)
     elseif f.type == "float" then
-      add("double " .. f.name .. ";", c_double(v), doc, config.describe(v))
+      add("double", f.name, c_double(v), doc, config.describe(v))
     elseif f.type == "bool" then
-      add("bool " .. f.name .. ";", tostring(v), doc)
+      add("bool", f.name, tostring(v), doc)
     elseif f.type == "dtype" then
-      add("gm_dtype " .. f.name .. ";", config.dtypes[v] or "GM_DTYPE_NONE", doc, v)
+      add("gm_dtype", f.name, config.dtypes[v] or "GM_DTYPE_NONE", doc, v)
     elseif f.type == "rope_scaling" then
       local init, shown = "{ .type = GM_ROPE_DEFAULT }", "none"
       if v then
@@ -245,17 +245,17 @@ local function config_fields(cfg)
           .. "original_max_position_embeddings %d", v.type, config.describe(v.factor),
           config.describe(v.low_freq_factor), config.describe(v.high_freq_factor), v.original_max_position_embeddings)
       end
-      add("gm_rope_scaling " .. f.name .. ";", init, doc, shown)
+      add("gm_rope_scaling", f.name, init, doc, shown)
     elseif f.type == "tokens" then
-      add("int n_" .. f.name .. ";", tostring(#v), "how many " .. f.name)
+      add("int", "n_" .. f.name, tostring(#v), "how many " .. f.name)
       local ids = {}
       for i, id in ipairs(v) do ids[i] = tostring(id) end
-      add("int " .. f.name .. "[GM_MAX_EOS];", "{ " .. (#ids > 0 and table.concat(ids, ", ") or "0") .. " }", doc,
-        #ids > 0 and table.concat(ids, ", ") or "none")
+      add("int", f.name, "{ " .. (#ids > 0 and table.concat(ids, ", ") or "0") .. " }", doc,
+        #ids > 0 and table.concat(ids, ", ") or "none", "GM_MAX_EOS")
     end
   end
   for _, k in ipairs(families.implied) do
-    add("bool " .. k .. ";", tostring(cfg[k]), "implied by the architecture")
+    add("bool", k, tostring(cfg[k]), "implied by the architecture")
   end
   return out
 end
@@ -263,8 +263,7 @@ end
 -- Template view of one tensor spec: what the C field holds and where from.
 local function tensor_view(spec, cfg)
   local hf_shape = eval_shape(spec.shape, cfg)
-  local c_shape, names = {}, {}
-  for i, e in ipairs(spec.shape) do c_shape[i] = c_expr(e); names[i] = e end
+  local names = spec.shape -- the expressions over the Config: "n_heads * head_dim"
   local held, held_names = hf_shape, names
   if spec.transpose then
     held = { hf_shape[2], hf_shape[1] }
@@ -278,9 +277,8 @@ local function tensor_view(spec, cfg)
   return {
     field = spec.field, hf = spec.hf, doc = spec.doc,
     hf_pattern = spec.hf:gsub("{L}", "%%d"),
-    rank = #hf_shape, c_shape = table.concat(c_shape, ", "),
+    rank = #hf_shape,
     hf_shape = table.concat(hf_shape, ", "), hf_shape_names = table.concat(names, ", "),
-    per_layer = spec.hf:find("{L}", 1, true) and "1" or "0",
     transpose = spec.transpose and "1" or "0",
     tied = tied and spec.tied or nil,
     comment = comment,
@@ -331,11 +329,9 @@ function M.generate(snap, templates)
     prerequisites = prerequisites(family, cfg),
     globals = {}, layer = {}, tied = cfg.tie_word_embeddings,
     rms_norm_eps = c_double(cfg.rms_norm_eps),
-    tensor_count = 0,
   }
   for _, spec in ipairs(family.globals) do view.globals[#view.globals + 1] = tensor_view(spec, cfg) end
   for _, spec in ipairs(family.layer) do view.layer[#view.layer + 1] = tensor_view(spec, cfg) end
-  view.tensor_count = #view.globals - (cfg.tie_word_embeddings and 1 or 0) + cfg.n_layers * #view.layer
 
   local env = {
     m = view, ipairs = ipairs, string = string, table = table, math = math, tostring = tostring,

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "llama_3_2_1b_weights.c was generated for runtime ABI 3; run: gen-model models/llama_3_2_1b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "llama_3_2_1b_weights.c was generated for runtime ABI 4; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
 const char llama_3_2_1b_hf_repo[] = "meta-llama/Llama-3.2-1B";

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "llama_3_2_1b_weights.h was generated for runtime ABI 3; run: gen-model models/llama_3_2_1b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "llama_3_2_1b_weights.h was generated for runtime ABI 4; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
 #define LLAMA_3_2_1B_N_LAYERS 16

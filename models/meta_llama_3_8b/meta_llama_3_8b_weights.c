@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "meta_llama_3_8b_weights.c was generated for runtime ABI 3; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "meta_llama_3_8b_weights.c was generated for runtime ABI 4; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 const char meta_llama_3_8b_hf_repo[] = "meta-llama/Meta-Llama-3-8B";

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "meta_llama_3_8b_weights.h was generated for runtime ABI 3; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "meta_llama_3_8b_weights.h was generated for runtime ABI 4; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 #define META_LLAMA_3_8B_N_LAYERS 32

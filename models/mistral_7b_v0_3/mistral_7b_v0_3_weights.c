@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "mistral_7b_v0_3_weights.c was generated for runtime ABI 3; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "mistral_7b_v0_3_weights.c was generated for runtime ABI 4; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 const char mistral_7b_v0_3_hf_repo[] = "mistralai/Mistral-7B-v0.3";

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "mistral_7b_v0_3_weights.h was generated for runtime ABI 3; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "mistral_7b_v0_3_weights.h was generated for runtime ABI 4; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 #define MISTRAL_7B_V0_3_N_LAYERS 32

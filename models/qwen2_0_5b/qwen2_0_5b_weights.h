@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "qwen2_0_5b_weights.h was generated for runtime ABI 3; run: gen-model models/qwen2_0_5b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "qwen2_0_5b_weights.h was generated for runtime ABI 4; run: gen-model models/qwen2_0_5b/snapshot"
 #endif
 
 #define QWEN2_0_5B_N_LAYERS 24

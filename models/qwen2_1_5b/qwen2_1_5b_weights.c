@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "qwen2_1_5b_weights.c was generated for runtime ABI 3; run: gen-model models/qwen2_1_5b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "qwen2_1_5b_weights.c was generated for runtime ABI 4; run: gen-model models/qwen2_1_5b/snapshot"
 #endif
 
 const char qwen2_1_5b_hf_repo[] = "Qwen/Qwen2-1.5B";

@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "qwen3_0_6b_weights.c was generated for runtime ABI 3; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "qwen3_0_6b_weights.c was generated for runtime ABI 4; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 const char qwen3_0_6b_hf_repo[] = "Qwen/Qwen3-0.6B";

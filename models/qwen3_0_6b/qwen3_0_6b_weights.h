@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 3
-#error "qwen3_0_6b_weights.h was generated for runtime ABI 3; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 4
+#error "qwen3_0_6b_weights.h was generated for runtime ABI 4; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 #define QWEN3_0_6B_N_LAYERS 28

@@ -365,8 +365,8 @@ static int check_no_nul(const reader *r, node v, const char *name)
 /* ------------------------------------------------------------------------ */
 /* the composite fields */
 
-/* rope_scaling (4.x) or rope_parameters (5.x): "default" or "llama3". */
-static int read_rope_scaling(const reader *r, node root, gm_rope_scaling *rs)
+/* rope_scaling (4.x) or rope_parameters (5.x): "default" or "llama3". *key: the object read, or NULL. */
+static int read_rope_scaling(const reader *r, node root, gm_rope_scaling *rs, const char **key)
 {
     char buf[48];
     const char *prefix = "rope_scaling";
@@ -379,8 +379,10 @@ static int read_rope_scaling(const reader *r, node root, gm_rope_scaling *rs)
         o = member(r, root, prefix);
     }
     rs->type = GM_ROPE_DEFAULT;
+    *key = NULL;
     if (absent_or_null(o))
         return GM_OK;
+    *key = prefix;
     if (!cJSON_IsObject(o.json))
         return gm_fail(r->st, GM_EFORMAT, "%s: %s must be an object, found %s", r->what, prefix,
                        found(r, o, buf, sizeof buf));
@@ -420,8 +422,8 @@ static int read_rope_scaling(const reader *r, node root, gm_rope_scaling *rs)
     return GM_OK;
 }
 
-/* rope_theta, or rope_parameters.rope_theta; both present must agree. */
-static int read_rope_base(const reader *r, node root, double *base)
+/* rope_theta, or rope_parameters.rope_theta; both present must agree. *key: the one read, or NULL. */
+static int read_rope_base(const reader *r, node root, double *base, const char **key)
 {
     double top = 0, nested = 0;
     node params = member(r, root, "rope_parameters");
@@ -437,6 +439,7 @@ static int read_rope_base(const reader *r, node root, double *base)
                        "%s: rope_theta %.17g and rope_parameters.rope_theta %.17g disagree",
                        r->what, top, nested);
     *base = top > 0 ? top : nested > 0 ? nested : 10000.0;
+    *key = top > 0 ? "rope_theta" : nested > 0 ? "rope_parameters.rope_theta" : NULL;
     return GM_OK;
 }
 
@@ -491,8 +494,8 @@ static int parse_dtype(const reader *r, node v, const char *key, gm_dtype *out)
     return GM_OK;
 }
 
-/* torch_dtype (4.x) or dtype (5.x); both present must agree. */
-static int read_dtype(const reader *r, node root, gm_dtype *out)
+/* torch_dtype (4.x) or dtype (5.x); both present must agree. *key: the one read, or NULL. */
+static int read_dtype(const reader *r, node root, gm_dtype *out, const char **key)
 {
     gm_dtype a = GM_DTYPE_NONE, b = GM_DTYPE_NONE;
     int rc;
@@ -504,6 +507,7 @@ static int read_dtype(const reader *r, node root, gm_dtype *out)
         return gm_fail(r->st, GM_EFORMAT, "%s: torch_dtype '%s' and dtype '%s' disagree",
                        r->what, gm_dtype_name(a), gm_dtype_name(b));
     *out = a != GM_DTYPE_NONE ? a : b;
+    *key = a != GM_DTYPE_NONE ? "torch_dtype" : b != GM_DTYPE_NONE ? "dtype" : NULL;
     return GM_OK;
 }
 
@@ -663,9 +667,9 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
     cfg.bos_token_id = -1;
     if ((rc = read_int(&r, root, NULL, "bos_token_id", 0, 0, &cfg.bos_token_id)) ||
         (rc = read_eos(&r, root, &cfg)) ||
-        (rc = read_rope_base(&r, root, &cfg.rope_base)) ||
-        (rc = read_rope_scaling(&r, root, &cfg.rope_scaling)) ||
-        (rc = read_dtype(&r, root, &cfg.dtype)))
+        (rc = read_rope_base(&r, root, &cfg.rope_base, &cfg.json_key[GM_CONFIG_rope_base])) ||
+        (rc = read_rope_scaling(&r, root, &cfg.rope_scaling, &cfg.json_key[GM_CONFIG_rope_scaling])) ||
+        (rc = read_dtype(&r, root, &cfg.dtype, &cfg.json_key[GM_CONFIG_dtype])))
         goto out;
 
     if (oom)
@@ -803,11 +807,11 @@ static const char *show_double(double v, char *buf, size_t n)
     return buf;
 }
 
-static const char *show_eos(const gm_config *c, char *buf, size_t n)
+static const char *show_ids(int count, const int *ids, char *buf, size_t n)
 {
     size_t used = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < c->n_eos_token_ids && i < GM_MAX_EOS && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? ", " : "", c->eos_token_ids[i]);
+    for (int i = 0; i < count && i < GM_MAX_EOS && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? ", " : "", ids[i]);
     if (used < n)
         snprintf(buf + used, n - used, "]");
     return buf;
@@ -818,16 +822,53 @@ static const char *rope_type_name(gm_rope_type t)
     return t == GM_ROPE_LLAMA3 ? "llama3" : t == GM_ROPE_DEFAULT ? "default" : "unknown";
 }
 
-static int same_eos(const gm_config *a, const gm_config *b)
+/* Two id lists, only their first count ids (the slots past it are not part of the Config). */
+static int same_ids(int na, const int *a, int nb, const int *b)
 {
-    if (a->n_eos_token_ids != b->n_eos_token_ids)
+    if (na != nb)
         return 0;
-    for (int i = 0; i < a->n_eos_token_ids && i < GM_MAX_EOS; i++)
-        if (a->eos_token_ids[i] != b->eos_token_ids[i])
+    for (int i = 0; i < na && i < GM_MAX_EOS; i++)
+        if (a[i] != b[i])
             return 0;
     return 1;
 }
 
+/* The key to name beside field i in a diff: the one want was read from, else the list's; NULL when it is the field's own name. */
+static const char *shown_key(const gm_config *want, int i, const char *field, const char *key)
+{
+    if (want->json_key[i])
+        key = want->json_key[i];
+    return key && strcmp(key, field) != 0 ? key : NULL;
+}
+
+/* rope_scaling's type and, for llama3, its four numbers, named inside the object config.json used. */
+static void diff_rope(diff_line *d, const char *field, const char *object, const gm_rope_scaling *got,
+                      const gm_rope_scaling *want)
+{
+    char name[64], key[64], g[64], w[64];
+    if (got->type != want->type) {
+        snprintf(name, sizeof name, "%s.type", field);
+        snprintf(key, sizeof key, "%s.rope_type", object);
+        diff_field(d, name, key, rope_type_name(got->type), rope_type_name(want->type));
+    }
+#define ROPE_PART(part, fmt_got, fmt_want)                                                         \
+    if (got->part != want->part) {                                                                 \
+        snprintf(name, sizeof name, "%s.%s", field, #part);                                        \
+        snprintf(key, sizeof key, "%s.%s", object, #part);                                         \
+        diff_field(d, name, strcmp(name, key) ? key : NULL, fmt_got, fmt_want);                    \
+    }
+    ROPE_PART(factor, show_double(got->factor, g, sizeof g), show_double(want->factor, w, sizeof w))
+    ROPE_PART(low_freq_factor, show_double(got->low_freq_factor, g, sizeof g),
+              show_double(want->low_freq_factor, w, sizeof w))
+    ROPE_PART(high_freq_factor, show_double(got->high_freq_factor, g, sizeof g),
+              show_double(want->high_freq_factor, w, sizeof w))
+    ROPE_PART(original_max_position_embeddings,
+              (snprintf(g, sizeof g, "%d", got->original_max_position_embeddings), g),
+              (snprintf(w, sizeof w, "%d", want->original_max_position_embeddings), w))
+#undef ROPE_PART
+}
+
+/* Every field of GM_CONFIG_FIELDS compared by its kind. */
 int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size)
 {
     diff_line d = {out, out ? size : 0, 0, 0};
@@ -835,47 +876,41 @@ int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_
 
     if (d.size)
         out[0] = '\0';
-#define INT_FIELD(f, key)                                                                          \
+#define DIFF_INT(i, f, key)                                                                        \
     if (got->f != want->f) {                                                                       \
         snprintf(g, sizeof g, "%d", got->f);                                                       \
         snprintf(w, sizeof w, "%d", want->f);                                                      \
-        diff_field(&d, #f, key, g, w);                                                             \
+        diff_field(&d, #f, shown_key(want, i, #f, key), g, w);                                     \
     }
-#define DOUBLE_FIELD(f, key)                                                                       \
+#define DIFF_TOKEN DIFF_INT
+#define DIFF_DOUBLE(i, f, key)                                                                     \
     if (got->f != want->f)                                                                         \
-        diff_field(&d, #f, key, show_double(got->f, g, sizeof g), show_double(want->f, w, sizeof w));
-#define BOOL_FIELD(f, key)                                                                         \
+        diff_field(&d, #f, shown_key(want, i, #f, key), show_double(got->f, g, sizeof g),          \
+                   show_double(want->f, w, sizeof w));
+#define DIFF_BOOL(i, f, key)                                                                       \
     if (got->f != want->f)                                                                         \
-        diff_field(&d, #f, key, got->f ? "true" : "false", want->f ? "true" : "false");
-
-    INT_FIELD(n_layers, "num_hidden_layers")
-    INT_FIELD(emb_dim, "hidden_size")
-    INT_FIELD(n_heads, "num_attention_heads")
-    INT_FIELD(n_kv_heads, "num_key_value_heads")
-    INT_FIELD(head_dim, NULL)
-    INT_FIELD(hidden_dim, "intermediate_size")
-    INT_FIELD(vocab_size, NULL)
-    DOUBLE_FIELD(rope_base, "rope_theta")
-    BOOL_FIELD(tie_word_embeddings, NULL)
-    DOUBLE_FIELD(rms_norm_eps, NULL)
-    INT_FIELD(max_position_embeddings, NULL)
-    if (got->rope_scaling.type != want->rope_scaling.type)
-        diff_field(&d, "rope_scaling.type", "rope_scaling.rope_type",
-                   rope_type_name(got->rope_scaling.type), rope_type_name(want->rope_scaling.type));
-    DOUBLE_FIELD(rope_scaling.factor, NULL)
-    DOUBLE_FIELD(rope_scaling.low_freq_factor, NULL)
-    DOUBLE_FIELD(rope_scaling.high_freq_factor, NULL)
-    INT_FIELD(rope_scaling.original_max_position_embeddings, NULL)
-    BOOL_FIELD(qkv_bias, "from architectures[0]")
-    BOOL_FIELD(qk_norm, "from architectures[0]")
-    INT_FIELD(bos_token_id, NULL)
-    if (!same_eos(got, want))
-        diff_field(&d, "eos_token_ids", "eos_token_id", show_eos(got, g, sizeof g),
-                   show_eos(want, w, sizeof w));
-    if (got->dtype != want->dtype)
-        diff_field(&d, "dtype", "torch_dtype", gm_dtype_name(got->dtype), gm_dtype_name(want->dtype));
-#undef INT_FIELD
-#undef DOUBLE_FIELD
-#undef BOOL_FIELD
+        diff_field(&d, #f, shown_key(want, i, #f, key), got->f ? "true" : "false", want->f ? "true" : "false");
+#define DIFF_ARCH(i, f, key)                                                                       \
+    if (got->f != want->f)                                                                         \
+        diff_field(&d, #f, "from architectures[0]", got->f ? "true" : "false", want->f ? "true" : "false");
+#define DIFF_ROPE(i, f, key) diff_rope(&d, #f, want->json_key[i] ? want->json_key[i] : key, &got->f, &want->f);
+#define DIFF_EOS(i, f, key)                                                                        \
+    if (!same_ids(got->n_##f, got->f, want->n_##f, want->f))                                       \
+        diff_field(&d, #f, shown_key(want, i, #f, key), show_ids(got->n_##f, got->f, g, sizeof g),  \
+                   show_ids(want->n_##f, want->f, w, sizeof w));
+#define DIFF_DTYPE(i, f, key)                                                                      \
+    if (got->f != want->f)                                                                         \
+        diff_field(&d, #f, shown_key(want, i, #f, key), gm_dtype_name(got->f), gm_dtype_name(want->f));
+#define DIFF(kind, field, key, key5, rule) DIFF_##kind(GM_CONFIG_##field, field, key)
+    GM_CONFIG_FIELDS(DIFF)
+#undef DIFF
+#undef DIFF_INT
+#undef DIFF_TOKEN
+#undef DIFF_DOUBLE
+#undef DIFF_BOOL
+#undef DIFF_ARCH
+#undef DIFF_ROPE
+#undef DIFF_EOS
+#undef DIFF_DTYPE
     return d.count;
 }

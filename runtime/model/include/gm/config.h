@@ -4,21 +4,10 @@
 **
 ** gen-model extracts the Config in Lua (generator/lua/config.lua); this C
 ** reader exists so that Phase 0's gate 3 (the generated Config equals
-** config.json) compares against a second implementation of the rules:
-**   n_layers <- num_hidden_layers        emb_dim <- hidden_size
-**   n_heads <- num_attention_heads       n_kv_heads <- num_key_value_heads (absent: n_heads)
-**   head_dim <- head_dim (absent: emb_dim / n_heads)
-**   hidden_dim <- intermediate_size      vocab_size <- vocab_size
-**   rope_base <- rope_theta, or rope_parameters.rope_theta (absent: 10000.0)
-**   tie_word_embeddings (absent: false)  rms_norm_eps, max_position_embeddings
-**   rope_scaling or rope_parameters: type "llama3" with factor, low_freq_factor,
-**     high_freq_factor, original_max_position_embeddings; "default"/null = none
-**   bos_token_id (absent/null: -1), eos_token_id (int or list; absent/null: none)
-**   torch_dtype or dtype: "bfloat16" | "float16" | "float32"
-**   qkv_bias, qk_norm: not read; they come with the architecture
-**     (generator/lua/families.lua), which the caller knows from the model's
-**     registry entry and sets before comparing
-** Integer fields must be JSON integers (896.0 is an error naming the key).
+** config.json) compares against a second implementation of the rules, which
+** GM_CONFIG_FIELDS below states field by field. Integer fields must be JSON
+** integers (896.0 is an error naming the key); for an optional key, null
+** means absent.
 */
 #ifndef GM_CONFIG_H
 #define GM_CONFIG_H
@@ -47,30 +36,72 @@ typedef struct gm_rope_scaling {
     int original_max_position_embeddings;
 } gm_rope_scaling;
 
+/*
+** The Config's fields, in the struct's order: X(kind, field, key, key5, rule). This list is the
+** one description of them on the C side: it makes gm_config below, gm_config_diff's comparisons
+** and the names they give, and the generator's conversion of its Lua Config into a gm_config
+** (generator/lua_host.c). gm_config_parse reads config.json by its own code, field by field:
+** the independent reading gate 3 needs, which these rules describe.
+**   kind   how the field is held and compared: INT; TOKEN, an id or -1; DOUBLE; BOOL; ROPE, a
+**          gm_rope_scaling; EOS, n_<field> ids in <field>[GM_MAX_EOS]; DTYPE, a gm_dtype; ARCH,
+**          a bool that comes with architectures[0] (generator/lua/families.lua), not read from
+**          config.json: the caller sets it from the model's registry entry before comparing
+**   key    its config.json key (transformers 4.x); key5, the 5.x spelling, or NULL
+**   rule   what config.json holds there, and what its absence means
+*/
+#define GM_CONFIG_FIELDS(X)                                                                              \
+    X(INT, n_layers, "num_hidden_layers", NULL, "decoder layers")                                        \
+    X(INT, emb_dim, "hidden_size", NULL, "residual stream width")                                        \
+    X(INT, n_heads, "num_attention_heads", NULL, "query heads")                                          \
+    X(INT, n_kv_heads, "num_key_value_heads", NULL, "key/value heads (absent: n_heads)")                 \
+    X(INT, head_dim, "head_dim", NULL, "per-head width (absent: emb_dim / n_heads)")                     \
+    X(INT, hidden_dim, "intermediate_size", NULL, "MLP width")                                           \
+    X(INT, vocab_size, "vocab_size", NULL, "vocabulary size")                                            \
+    X(DOUBLE, rope_base, "rope_theta", "rope_parameters.rope_theta", "RoPE theta (absent: 10000.0)")     \
+    X(BOOL, tie_word_embeddings, "tie_word_embeddings", NULL, "lm_head is the embedding table (absent: false)") \
+    X(DOUBLE, rms_norm_eps, "rms_norm_eps", NULL, "RMSNorm epsilon")                                     \
+    X(INT, max_position_embeddings, "max_position_embeddings", NULL, "longest position trained for")    \
+    X(ROPE, rope_scaling, "rope_scaling", "rope_parameters",                                             \
+      "rope_type (or type) \"llama3\" with factor, low_freq_factor, high_freq_factor and "              \
+      "original_max_position_embeddings; \"default\", null or absent: none")                             \
+    X(ARCH, qkv_bias, NULL, NULL, "the q, k and v projections have a bias")                              \
+    X(ARCH, qk_norm, NULL, NULL, "q and k get a per-head RMSNorm before RoPE")                           \
+    X(TOKEN, bos_token_id, "bos_token_id", NULL, "beginning-of-sequence id (absent or null: -1)")        \
+    X(EOS, eos_token_ids, "eos_token_id", NULL, "end-of-sequence ids, an int or a list (absent, null or []: none)") \
+    X(DTYPE, dtype, "torch_dtype", "dtype", "\"bfloat16\", \"float16\" or \"float32\" (absent or null: none); both present must agree")
+
+/* Each field's index: GM_CONFIG_n_layers, ..., and how many there are. */
+enum {
+#define GM_CONFIG_INDEX(kind, field, key, key5, rule) GM_CONFIG_##field,
+    GM_CONFIG_FIELDS(GM_CONFIG_INDEX)
+#undef GM_CONFIG_INDEX
+    GM_CONFIG_N_FIELDS
+};
+
+#define GM_CONFIG_MEMBER_INT(f) int f;
+#define GM_CONFIG_MEMBER_TOKEN(f) int f;
+#define GM_CONFIG_MEMBER_DOUBLE(f) double f;
+#define GM_CONFIG_MEMBER_BOOL(f) bool f;
+#define GM_CONFIG_MEMBER_ARCH(f) bool f;
+#define GM_CONFIG_MEMBER_ROPE(f) gm_rope_scaling f;
+#define GM_CONFIG_MEMBER_EOS(f) int n_##f; int f[GM_MAX_EOS];
+#define GM_CONFIG_MEMBER_DTYPE(f) gm_dtype f;
+
 typedef struct gm_config {
-    int n_layers;
-    int emb_dim;
-    int n_heads;
-    int n_kv_heads;
-    int head_dim;
-    int hidden_dim;
-    int vocab_size;
-    double rope_base;
-    bool tie_word_embeddings;
-    double rms_norm_eps;
-    int max_position_embeddings;
-    gm_rope_scaling rope_scaling;
-    bool qkv_bias;   /* set by the caller from the architecture, not by the reader */
-    bool qk_norm;    /* likewise */
-    int bos_token_id;
-    int n_eos_token_ids;
-    int eos_token_ids[GM_MAX_EOS];
-    gm_dtype dtype;
+#define GM_CONFIG_MEMBER(kind, field, key, key5, rule) GM_CONFIG_MEMBER_##kind(field)
+    GM_CONFIG_FIELDS(GM_CONFIG_MEMBER)
+#undef GM_CONFIG_MEMBER
+    /*
+    ** For a field config.json spells two ways (key5 not NULL): the key gm_config_parse read it
+    ** from, one of the two, which gm_config_diff names; NULL where it was absent, or the Config
+    ** was not read from config.json (a generated one).
+    */
+    const char *json_key[GM_CONFIG_N_FIELDS];
 } gm_config;
 
 /*
-** Read *c from config.json text (len bytes). `what` names the file in
-** messages. qkv_bias and qk_norm are left false.
+** Read *c from config.json text (len bytes), by the rules of GM_CONFIG_FIELDS.
+** `what` names the file in messages. qkv_bias and qk_norm are left false.
 */
 int gm_config_parse(gm_config *c, const char *json, size_t len,
                     const char *what, gm_status *st);
@@ -95,8 +126,10 @@ int gm_config_read_architecture(const char *path, char *out, size_t size, gm_sta
 ** with qkv_bias and qk_norm set from the architecture); doubles exactly.
 ** Returns how many fields differ and writes them to out as one line,
 ** "dtype (torch_dtype) is bfloat16, config.json says float32; rms_norm_eps
-** is 1e-06, config.json says 1e-05" (the config.json key in parentheses
-** where its name differs), cut with "..." at size bytes, always
+** is 1e-06, config.json says 1e-05", in GM_CONFIG_FIELDS's order, with the
+** config.json key in parentheses where its name differs: the one want was
+** read from (want->json_key: dtype or torch_dtype, rope_parameters or
+** rope_scaling), else the 4.x key. Cut with "..." at size bytes, always
 ** NUL-terminated; "" when they are equal. out may be NULL when size is 0.
 */
 int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size);

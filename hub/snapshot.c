@@ -349,33 +349,78 @@ fail:
     return st->code;
 }
 
-int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st)
+/* A copy of n bytes, NUL-terminated, into f->data (1 on success). */
+static int file_set(gm_snapshot_file *f, const char *name, const void *data, size_t n)
 {
-    char path[4096];
-    if (path_join(path, sizeof path, dir, "config.json", st) ||
-        gm_write_file(path, s->config, s->config_len, st))
-        return st->code;
-    if (s->index && (path_join(path, sizeof path, dir, "model.safetensors.index.json", st) ||
-                     gm_write_file(path, s->index, s->index_len, st)))
-        return st->code;
-    for (size_t i = 0; i < s->n_shards; i++) {
-        if (snprintf(path, sizeof path, "%s/%s.head", dir, s->shards[i].file) >= (int)sizeof path)
-            return gm_fail(st, GM_EIO, "%s/%s.head: path too long", dir, s->shards[i].file);
-        if (gm_write_file(path, s->shards[i].header, s->shards[i].header_len, st))
-            return st->code;
+    f->name = strdup(name);
+    f->data = malloc(n + 1);
+    if (!f->name || !f->data)
+        return 0;
+    memcpy(f->data, data, n);
+    f->data[n] = '\0';
+    f->len = n;
+    return 1;
+}
+
+int gm_snapshot_files(const gm_snapshot *s, gm_snapshot_file **out, size_t *n_out, gm_status *st)
+{
+    const size_t cap = 3 + s->n_shards;
+    gm_snapshot_file *f = calloc(cap, sizeof *f);
+    size_t n = 0;
+    char name[4096];
+    *out = NULL;
+    *n_out = 0;
+    if (!f)
+        return gm_fail(st, GM_ENOMEM, "snapshot: out of memory");
+    int ok = file_set(&f[n++], "config.json", s->config, s->config_len);
+    if (ok && s->index)
+        ok = file_set(&f[n++], "model.safetensors.index.json", s->index, s->index_len);
+    for (size_t i = 0; ok && i < s->n_shards; i++) {
+        snprintf(name, sizeof name, "%s.head", s->shards[i].file); /* shard names are plain and short */
+        ok = file_set(&f[n++], name, s->shards[i].header, s->shards[i].header_len);
     }
     /* repo and commit were validated on the way in: plain characters only */
-    char origin[512], name[128] = "";
+    char origin[512], id[128] = "";
     if (s->name)
-        snprintf(name, sizeof name, ",\n  \"name\": \"%s\"", s->name);
-    int n = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s%s\n}\n", s->repo,
-                     s->commit ? "\"" : "", s->commit ? s->commit : "null", s->commit ? "\"" : "", name);
-    if (n < 0 || n >= (int)sizeof origin)
+        snprintf(id, sizeof id, ",\n  \"name\": \"%s\"", s->name);
+    int len = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s%s\n}\n", s->repo,
+                       s->commit ? "\"" : "", s->commit ? s->commit : "null", s->commit ? "\"" : "", id);
+    if (ok && (len < 0 || len >= (int)sizeof origin)) {
+        gm_snapshot_files_free(f, n);
         return gm_fail(st, GM_EFORMAT, "source.json: repo id too long");
-    if (path_join(path, sizeof path, dir, "source.json", st) ||
-        gm_write_file(path, origin, (size_t)n, st))
-        return st->code;
+    }
+    if (ok)
+        ok = file_set(&f[n++], "source.json", origin, (size_t)len);
+    if (!ok) {
+        gm_snapshot_files_free(f, n);
+        return gm_fail(st, GM_ENOMEM, "snapshot: out of memory");
+    }
+    *out = f;
+    *n_out = n;
     return 0;
+}
+
+void gm_snapshot_files_free(gm_snapshot_file *f, size_t n)
+{
+    for (size_t i = 0; f && i < n; i++) {
+        free(f[i].name);
+        free(f[i].data);
+    }
+    free(f);
+}
+
+int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st)
+{
+    gm_snapshot_file *f;
+    size_t n;
+    char path[4096];
+    if (gm_snapshot_files(s, &f, &n, st))
+        return st->code;
+    for (size_t i = 0; i < n && !st->code; i++)
+        if (path_join(path, sizeof path, dir, f[i].name, st) == 0)
+            gm_write_file(path, f[i].data, f[i].len, st);
+    gm_snapshot_files_free(f, n);
+    return st->code;
 }
 
 void gm_snapshot_free(gm_snapshot *s)

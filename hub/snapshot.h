@@ -51,11 +51,23 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
 */
 int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads, gm_status *st);
 
+/* One file of a written snapshot: its name in snapshot/ and its bytes (NUL-terminated). */
+typedef struct gm_snapshot_file {
+    char *name;
+    char *data;
+    size_t len;
+} gm_snapshot_file;
+
 /*
-** Write the snapshot into folder dir (which must exist): config.json, the
+** What models/<id>/snapshot/ holds for s, in this order: config.json, the
 ** index if any, <file>.head for every shard, and source.json (repo, commit
-** and the --name, if one was given).
+** and the --name, if one was given). *files is freshly allocated: free it
+** with gm_snapshot_files_free(*files, *n).
 */
+int gm_snapshot_files(const gm_snapshot *s, gm_snapshot_file **files, size_t *n, gm_status *st);
+void gm_snapshot_files_free(gm_snapshot_file *files, size_t n);
+
+/* Write gm_snapshot_files(s) into folder dir, which must exist. */
 int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st);
 
 void gm_snapshot_free(gm_snapshot *s);

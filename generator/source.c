@@ -1,0 +1,101 @@
+/* A SOURCE into a checked snapshot: the one path every gen-model command takes to a model. */
+#include "source.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <curl/curl.h>
+
+#include "gm/lock.h"
+
+int gm_exit_code(int code)
+{
+    switch (code) {
+    case GM_OK: return GM_EXIT_OK;
+    case GM_EUSAGE: return GM_EXIT_USAGE;
+    case GM_EUNSUPPORTED: return GM_EXIT_REFUSED;
+    case GM_EIO: return GM_EXIT_IO;
+    case GM_ENET: return GM_EXIT_NETWORK;
+    case GM_ELUA: return GM_EXIT_INTERNAL;
+    default: return GM_EXIT_INPUT;
+    }
+}
+
+int gm_command_start(void)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    gm_catch_interrupts();
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "gen-model: cannot initialise libcurl\n");
+        return GM_EXIT_INTERNAL;
+    }
+    return 0;
+}
+
+void gm_command_end(void)
+{
+    curl_global_cleanup();
+}
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+int gm_source_read(gm_sources *s, const char *source, const char *repo, const gm_gen_options *opt,
+                   gm_snapshot *snap, int *from_hub, gm_status *st)
+{
+    char cache_dir[PATH_MAX], heads[PATH_MAX] = "";
+    gm_gen_options o = *opt;
+    memset(snap, 0, sizeof *snap);
+    *from_hub = !is_dir(source);
+    if (*from_hub) {
+        if (!gm_repo_id_valid(source) || !strchr(source, '/'))
+            return gm_fail(st, GM_EUSAGE, "%s: expected a model folder or a Hub repo id ORG/NAME", source);
+        if (!s->hub_ready) {
+            if (gm_hub_init(&s->hub, st))
+                return st->code;
+            s->hub_ready = 1;
+        }
+        if (gm_hub_fetch_config(&s->hub, source, s->revision ? s->revision : "main", cache_dir, sizeof cache_dir, st))
+            return st->code;
+        repo = source;
+        source = cache_dir; /* .../models--org--name/snapshots/<commit>: repo and commit come from the path */
+    }
+    if (gm_snapshot_open_dir(snap, source, *from_hub ? NULL : repo, st))
+        return st->code;
+    /* the id chosen with --name is kept in the snapshot, so regeneration keeps it too */
+    if (o.name) {
+        free(snap->name);
+        if (!(snap->name = strdup(o.name)))
+            return gm_fail(st, GM_ENOMEM, "out of memory");
+    }
+    o.name = snap->name;
+    /* gen-model's header copies of a cache snapshot live beside the cache, not in it (hub.h) */
+    if (!*from_hub && snap->hf_cache && gm_heads_dir(snap->repo, snap->commit, heads, sizeof heads, st) == 0)
+        gm_heads_migrate(source, heads);
+    if (st->code || gm_check_config(snap, &o, NULL, st) ||
+        (*from_hub && gm_hub_fetch_headers(&s->hub, repo, source, heads, sizeof heads, st)) ||
+        gm_snapshot_read_headers(snap, source, heads[0] ? heads : NULL, st))
+        gm_snapshot_free(snap);
+    return st->code;
+}
+
+void gm_sources_report(const gm_sources *s)
+{
+    if (s->hub_ready && s->hub.requests)
+        fprintf(stderr, "gen-model: %llu bytes in %u request%s from %s\n", (unsigned long long)s->hub.bytes,
+                s->hub.requests, s->hub.requests == 1 ? "" : "s", s->hub.endpoint);
+}
+
+void gm_sources_free(gm_sources *s)
+{
+    if (s->hub_ready)
+        gm_hub_free(&s->hub);
+    s->hub_ready = 0;
+}

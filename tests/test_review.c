@@ -1,0 +1,396 @@
+/*
+** gen-model regen and gen-model preview as a reviewer and CI meet them: the checked-in models
+** copied into a scratch folder, the templates copied and edited there, the commands run and their
+** exit status, their lines and what they write (or do not) checked.
+*/
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define HUB GM_SHARED_DIR "/hub"
+
+static char *work;
+static char models[4200], tmpl[4200];
+
+static void setup(void)
+{
+    work = tu_tmpdir();
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(tmpl, sizeof tmpl, "%s/templates", work);
+}
+
+static void teardown(void)
+{
+    tu_rm_rf(work);
+    free(work);
+}
+
+TestSuite(review, .init = setup, .fini = teardown, .timeout = 120);
+
+/* gen-model with the arguments fmt makes; the exit status, stdout and stderr. */
+static int gm(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int gm(char **out, char **err, const char *fmt, ...)
+{
+    char args[12000], cmd[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, args);
+    return tu_run(cmd, out, err);
+}
+
+/* The checked-in models/ as a scratch copy. */
+static void copy_models(void)
+{
+    tu_copy_dir(GM_SOURCE_DIR "/models", models);
+}
+
+/* A copy of templates/ whose weights.h.tmpl says one more line for a family with q_norm/k_norm. */
+static void edit_templates(void)
+{
+    char path[4400];
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    snprintf(path, sizeof path, "%s/weights.h.tmpl", tmpl);
+    char *text = tu_read(path, NULL);
+    const char *at = "#define ${m.ID}_N_LAYERS ${m.cfg.n_layers}\n";
+    char *p = strstr(text, at);
+    cr_assert_not_null(p, "weights.h.tmpl has no N_LAYERS line");
+    p += strlen(at);
+    size_t n = strlen(text) + 200;
+    char *edited = malloc(n);
+    snprintf(edited, n, "%.*s@if m.cfg.qk_norm then\n/* q_norm and k_norm: per-head RMSNorms */\n@end\n%s",
+             (int)(p - text), text, p);
+    tu_write(path, edited, strlen(edited));
+    free(edited);
+    free(text);
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)) != NULL; p += strlen(what))
+        n++;
+    return n;
+}
+
+static const char *const ids[] = {"llama_3_2_1b", "meta_llama_3_8b", "mistral_7b_v0_3",
+                                  "qwen2_0_5b",   "qwen2_1_5b",      "qwen3_0_6b"};
+
+/* ---------------------------------------------------------------------- */
+/* regen */
+
+Test(review, regen_on_a_fresh_tree_changes_nothing)
+{
+    char *out = NULL, *err = NULL;
+    copy_models();
+    char *before = tu_tree_hash(models);
+    cr_assert_eq(gm(&out, &err, "regen --models '%s'", models), 0, "%s%s", out, err);
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        char line[4400];
+        snprintf(line, sizeof line, "%s/%s: unchanged\n", models, ids[i]);
+        cr_expect(strstr(out, line), "no '%s' in:\n%s", line, out);
+    }
+    cr_expect(strstr(out, "6 models under"), "%s", out);
+    cr_expect_str_eq(err, "");
+    char *after = tu_tree_hash(models);
+    cr_expect_str_eq(before, after, "regen of a fresh tree wrote something");
+    free(out);
+    free(err);
+    /* --check too: no diff, exit 0 */
+    cr_assert_eq(gm(&out, &err, "regen --check --models '%s'", models), 0, "%s%s", out, err);
+    cr_expect_null(strstr(out, "---"), "%s", out);
+    free(out);
+    free(err);
+    free(before);
+    free(after);
+}
+
+Test(review, an_edited_template_fails_check_with_the_diff_and_regen_then_fixes_it)
+{
+    char *out = NULL, *err = NULL, path[4400];
+    copy_models();
+    edit_templates();
+    /* phase0's record in a living document stays as it is */
+    snprintf(path, sizeof path, "%s/qwen3_0_6b/TODO.md", models);
+    tu_write(path, "recorded by phase0\n", 19);
+    char *before = tu_tree_hash(models);
+
+    cr_assert_eq(gm(&out, &err, "regen --check --models '%s' --templates '%s'", models, tmpl), 1, "%s%s", out,
+                 err);
+    char *after = tu_tree_hash(models);
+    cr_expect_str_eq(before, after, "regen --check wrote something");
+    /* the unified diff of exactly the one file of the one model the edit touches */
+    char want[8800];
+    snprintf(want, sizeof want, "--- a%s/qwen3_0_6b/qwen3_0_6b_weights.h\n+++ b%s/qwen3_0_6b/qwen3_0_6b_weights.h\n",
+             models, models);
+    cr_expect(strstr(out, want), "no '%s' in:\n%s", want, out);
+    cr_expect(strstr(out, "\n+/* q_norm and k_norm: per-head RMSNorms */\n"), "%s", out);
+    cr_expect_eq(count(out, "\n--- "), 1, "%s", out); /* the diff's first line starts the output */
+    cr_expect_eq(count(out, ": unchanged\n"), 5, "%s", out);
+    snprintf(want, sizeof want, "%s/qwen3_0_6b: would change qwen3_0_6b_weights.h\n", models);
+    cr_expect(strstr(out, want), "%s", out);
+    cr_expect_eq(tu_lines(err), 1, "%s", err);
+    snprintf(want, sizeof want, "1 of 6 models would change; to fix run: gen-model regen --models %s --templates %s "
+             "qwen3_0_6b\n", models, tmpl);
+    cr_expect(strstr(err, want), "no '%s' in: %s", want, err);
+    free(out);
+    free(err);
+
+    /* regen fixes it: only that file, the living document kept */
+    cr_assert_eq(gm(&out, &err, "regen --models '%s' --templates '%s'", models, tmpl), 0, "%s%s", out, err);
+    snprintf(want, sizeof want, "%s/qwen3_0_6b: rewrote qwen3_0_6b_weights.h\n", models);
+    cr_expect(strstr(out, want), "%s", out);
+    cr_expect_eq(count(out, ": unchanged\n"), 5, "%s", out);
+    free(out);
+    free(err);
+    char *todo = tu_read(path, NULL);
+    cr_expect_str_eq(todo, "recorded by phase0\n");
+    free(todo);
+    snprintf(path, sizeof path, "%s/qwen3_0_6b/qwen3_0_6b_weights.h", models);
+    char *h = tu_read(path, NULL);
+    cr_expect(strstr(h, "/* q_norm and k_norm: per-head RMSNorms */"));
+    free(h);
+    cr_assert_eq(gm(&out, &err, "regen --check --models '%s' --templates '%s'", models, tmpl), 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    /* against the built-in templates that model is now the stale one, and the others are not */
+    cr_assert_eq(gm(&out, &err, "regen --check --models '%s'", models), 1, "%s%s", out, err);
+    cr_expect_eq(count(out, ": unchanged\n"), 5, "%s", out);
+    cr_expect(strstr(out, "\n-/* q_norm and k_norm: per-head RMSNorms */\n"), "%s", out);
+    free(out);
+    free(err);
+    free(before);
+    free(after);
+}
+
+Test(review, regen_names_files_that_are_new_or_no_longer_generated)
+{
+    char *out = NULL, *err = NULL, path[4400];
+    copy_models();
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/stray.c", models);
+    tu_write(path, "int x;\n", 7);
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/docs/development_progress/progress.md", models);
+    cr_assert_eq(remove(path), 0);
+    cr_assert_eq(gm(&out, &err, "regen --check --models '%s' qwen2_0_5b", models), 1, "%s%s", out, err);
+    cr_expect(strstr(out, "+++ /dev/null\n@@ -1 +0,0 @@\n-int x;\n"), "%s", out);
+    cr_expect(strstr(out, "--- /dev/null\n"), "%s", out);
+    cr_expect(strstr(out, "qwen2_0_5b: would change docs/development_progress/progress.md (new), stray.c (removed)\n"),
+              "%s", out);
+    cr_expect_null(strstr(out, "llama"), "only the model named is looked at: %s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(gm(&out, &err, "regen --models '%s' qwen2_0_5b", models), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "rewrote docs/development_progress/progress.md (new), stray.c (removed)"), "%s", out);
+    cr_expect(tu_exists(path), "progress.md is not written again");
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/stray.c", models);
+    cr_expect(!tu_exists(path), "stray.c is still there");
+    free(out);
+    free(err);
+}
+
+Test(review, regen_bad_input_is_one_line_and_the_other_models_go_on)
+{
+    char *out = NULL, *err = NULL, path[4400];
+    copy_models();
+    snprintf(path, sizeof path, "%s/qwen2_1_5b/snapshot/config.json", models);
+    char *cfg = tu_read(path, NULL), *at = strstr(cfg, "\"hidden_size\": 1536");
+    cr_assert_not_null(at);
+    at += strlen("\"hidden_size\": 1536");
+    size_t n = strlen(cfg) + 8;
+    char *edited = malloc(n);
+    snprintf(edited, n, "%.*s.0%s", (int)(at - cfg), cfg, at);
+    tu_write(path, edited, strlen(edited));
+    free(edited);
+    free(cfg);
+    char *before = tu_tree_hash(models);
+    cr_assert_eq(gm(&out, &err, "regen --models '%s'", models), 1, "%s%s", out, err);
+    cr_expect_eq(tu_lines(err), 1, "%s", err);
+    cr_expect(strstr(err, "qwen2_1_5b: config.json: hidden_size must be an integer, found 1536.0"), "%s", err);
+    cr_expect_eq(count(out, ": unchanged\n"), 5, "%s", out);
+    char *after = tu_tree_hash(models);
+    cr_expect_str_eq(before, after);
+    free(before);
+    free(after);
+    free(out);
+    free(err);
+
+    /* usage: an unknown id, a missing folder, templates that are not a template set */
+    const char *cases[][3] = {
+        {"regen --models '%s' no_such_model", "no_such_model: expected the id of a model folder with a snapshot/", "2"},
+        {"regen --models '%s/nowhere'", "--models", "2"},
+        {"regen --models '%s' --templates /nonexistent", "--templates: /nonexistent/", "2"},
+        {"regen --models '%s' --bogus", "unknown option '--bogus'", "2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[8800];
+        snprintf(args, sizeof args, cases[i][0], models);
+        int rc = gm(&out, &err, "%s", args);
+        cr_expect_eq(rc, atoi(cases[i][2]), "%s: exit %d: %s", args, rc, err);
+        cr_expect_eq(tu_lines(err), 1, "%s: %s", args, err);
+        cr_expect(strstr(err, cases[i][1]), "%s: no '%s' in %s", args, cases[i][1], err);
+        cr_expect_str_eq(out, "", "%s", args);
+        free(out);
+        free(err);
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* preview */
+
+static const char *const refused[] = {
+    "hub/deepseek-ai/DeepSeek-V2-Lite: refused: deepseek-ai/DeepSeek-V2-Lite: multi-head latent attention (MLA) is out of scope",
+    "hub/google-t5/t5-small: refused: google-t5/t5-small: encoder-decoder models are out of scope",
+    "hub/mistralai/Mistral-7B-v0.1: refused: mistralai/Mistral-7B-v0.1: sliding-window attention is out of scope",
+    "hub/mistralai/Mixtral-8x7B-v0.1: refused: mistralai/Mixtral-8x7B-v0.1: mixture-of-experts models are out of scope",
+};
+
+/* Each refused source once where it comes, and once in the summary (as "  SOURCE: reason"). */
+static void expect_refusals_listed(const char *out)
+{
+    const char *summary = strstr(out, "\npreview: 4 refused:\n");
+    cr_assert_not_null(summary, "%s", out);
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char line[512];
+        const char *why = strstr(refused[i], ": refused: ") + strlen(": refused: ");
+        snprintf(line, sizeof line, "%.*s: %s", (int)(strstr(refused[i], ": refused: ") - refused[i]), refused[i], why);
+        cr_expect_eq(count(out, refused[i]), 1, "'%s' is not listed in:\n%s", refused[i], out);
+        cr_expect_eq(count(summary, line), 1, "'%s' is not in the summary:\n%s", line, summary);
+    }
+}
+
+Test(review, preview_of_the_shared_hub_with_the_same_templates_changes_nothing)
+{
+    char *out = NULL, *err = NULL;
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    cr_assert_eq(gm(&out, &err, "preview --templates '%s' '%s'", tmpl, HUB), 0, "%s%s", out, err);
+    cr_expect(strstr(out, ": 0 with changes, 6 unchanged\n"), "%s", out);
+    cr_expect_eq(count(out, "): unchanged\n"), 6, "%s", out);
+    cr_expect_null(strstr(out, "\n--- "), "%s", out);
+    expect_refusals_listed(out);
+    cr_expect_str_eq(err, "");
+    free(out);
+    free(err);
+}
+
+Test(review, preview_of_the_shared_hub_names_exactly_the_models_and_files_an_edit_touches)
+{
+    char *out = NULL, *err = NULL;
+    edit_templates();
+    copy_models();
+    char *before = tu_tree_hash(models);
+    cr_assert_eq(gm(&out, &err, "preview --templates '%s' '%s' '%s'", tmpl, HUB, models), 0, "%s%s", out, err);
+    /* Qwen3 in the Hub copy and the checked-in one: the one family with q_norm/k_norm */
+    cr_expect(strstr(out, ": 2 with changes, 10 unchanged\n"), "%s", out);
+    char want[8800];
+    snprintf(want, sizeof want, "\n  qwen3_0_6b (%s/Qwen/Qwen3-0.6B): qwen3_0_6b_weights.h\n"
+             "  qwen3_0_6b (%s/qwen3_0_6b/snapshot): qwen3_0_6b_weights.h\npreview: 4 refused:\n", HUB, models);
+    cr_expect(strstr(out, want), "no '%s' in:\n%s", want, out);
+    cr_expect_eq(count(out, "--- a/qwen3_0_6b/qwen3_0_6b_weights.h\n+++ b/qwen3_0_6b/qwen3_0_6b_weights.h\n"), 2,
+                 "%s", out);
+    cr_expect_eq(count(out, "\n+/* q_norm and k_norm: per-head RMSNorms */\n"), 2, "%s", out);
+    cr_expect_eq(count(out, "\n--- "), 2, "%s", out);
+    expect_refusals_listed(out);
+    char *after = tu_tree_hash(models);
+    cr_expect_str_eq(before, after, "preview wrote into a models folder");
+    free(before);
+    free(after);
+    free(out);
+    free(err);
+}
+
+Test(review, preview_lists_a_source_that_fails_and_goes_on)
+{
+    char *out = NULL, *err = NULL, path[4400];
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    /* a template of DIR that fails (a nil) on the model it renders, and a folder with no model */
+    snprintf(path, sizeof path, "%s/cpu_helpers.h.tmpl", tmpl);
+    char *text = tu_read(path, NULL);
+    size_t n = strlen(text) + 64;
+    char *edited = malloc(n);
+    snprintf(edited, n, "// ${m.no_such_field}\n%s", text);
+    tu_write(path, edited, strlen(edited));
+    char empty[4400];
+    snprintf(empty, sizeof empty, "%s/empty", work);
+    tu_copy_dir(GM_SOURCE_DIR "/phase0/prompts", empty);
+    int rc = gm(&out, &err, "preview --templates '%s' '%s' '%s/Qwen/Qwen2-0.5B' '%s/mistralai/Mixtral-8x7B-v0.1'", tmpl,
+                empty, HUB, HUB);
+    cr_assert_eq(rc, 1, "exit %d: %s%s", rc, out, err);
+    cr_expect(strstr(out, "preview: 0 models rendered"), "%s", out);
+    cr_expect(strstr(out, "preview: 1 refused:\n"), "%s", out);
+    cr_expect(strstr(out, "preview: 2 failed:\n"), "%s", out);
+    cr_expect(strstr(out, "empty: expected a model folder (config.json) in it or below, found none"), "%s", out);
+    cr_expect(strstr(out, "Qwen2-0.5B: with the templates of --templates: templates/cpu_helpers.h.tmpl:1: "
+                          "${m.no_such_field} is nil"), "%s", out);
+    free(out);
+    free(err);
+    free(edited);
+    free(text);
+
+    /* usage: no --templates, no source, a template set without a template */
+    snprintf(path, sizeof path, "%s/registry.c.tmpl", tmpl);
+    cr_assert_eq(remove(path), 0);
+    const char *cases[][2] = {
+        {"preview " HUB, "expected --templates DIR"},
+        {"preview --templates '%s'", "expected at least one SOURCE"},
+        {"preview --templates '%s' " HUB, "registry.c.tmpl: cannot open"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[8800];
+        snprintf(args, sizeof args, cases[i][0], tmpl);
+        cr_expect_eq(gm(&out, &err, "%s", args), 2, "%s: %s", args, err);
+        cr_expect_eq(tu_lines(err), 1, "%s: %s", args, err);
+        cr_expect(strstr(err, cases[i][1]), "%s: no '%s' in %s", args, cases[i][1], err);
+        free(out);
+        free(err);
+    }
+}
+
+Test(review, help_of_each_command_exits_0)
+{
+    const char *cmds[][2] = {{"regen --help", "usage: gen-model regen [ID...] [--check]"},
+                             {"preview --help", "usage: gen-model preview --templates DIR SOURCE..."},
+                             {"--help", "gen-model regen [ID...]"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char *out = NULL;
+        cr_expect_eq(gm(&out, NULL, "%s", cmds[i][0]), 0, "%s", cmds[i][0]);
+        cr_expect(strstr(out, cmds[i][1]), "%s: %s", cmds[i][0], out);
+        free(out);
+    }
+}
+
+/* .pre-commit-hooks.yaml: its entry, run where a project keeps models/, passes a fresh tree and stops a stale one */
+Test(review, the_pre_commit_hook_runs_regen_check_in_the_project)
+{
+    char *yaml = tu_read(GM_SOURCE_DIR "/.pre-commit-hooks.yaml", NULL), *out = NULL, *err = NULL;
+    cr_assert_not_null(yaml);
+    cr_expect(strstr(yaml, "\n- id: gen-model-regen-check\n"), "%s", yaml);
+    cr_expect(strstr(yaml, "\n  language: system\n") && strstr(yaml, "\n  pass_filenames: false\n"), "%s", yaml);
+    const char *entry = strstr(yaml, "\n  entry: gen-model ");
+    cr_assert_not_null(entry, "%s", yaml);
+    entry += strlen("\n  entry: gen-model ");
+    char args[256], cmd[8800];
+    snprintf(args, sizeof args, "%.*s", (int)strcspn(entry, "\n"), entry);
+    cr_expect_str_eq(args, "regen --check");
+    copy_models();
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", work, GM_GEN_MODEL, args);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out);
+    free(err);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h", models);
+    char *text = tu_read(path, NULL);
+    text[0] = '#'; /* a hand edit of a generated file */
+    tu_write(path, text, strlen(text));
+    cr_expect_eq(tu_run(cmd, &out, &err), 1, "%s%s", out, err);
+    cr_expect(strstr(out, "--- a/models/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h\n"), "%s", out);
+    cr_expect(strstr(err, "to fix run: gen-model regen qwen2_1_5b\n"), "%s", err);
+    free(text);
+    free(out);
+    free(err);
+    free(yaml);
+}

@@ -467,3 +467,32 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
     }
     done();
 }
+
+/* ---------------------------------------------------------------------- */
+/* the products' register tiles */
+
+Test(kernels, every_register_tile_height_gives_the_same_bits_as_portable)
+{
+    /* T = 1 to 21 rows: every tile height of every tier (1 to 8 rows), the rows left over, two k-blocks, tail columns */
+    const int Ks[] = {40, 300};
+    enum { N = 200, MAXT = 21, MAXK = 300 };
+    gm_pool *pool = gm_pool_new(1);
+    float *X = malloc(sizeof(float) * MAXT * MAXK), *Y[2] = {malloc(sizeof(float) * MAXT * N), malloc(sizeof(float) * MAXT * N)};
+    gm_bf16 *W = malloc(2 * (size_t)MAXK * N);
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (int T = 1; T <= MAXT; T++) {
+            const int K = Ks[ki];
+            fill(X, T * K, W, K * N, K);
+            gm_kernels_select("portable");
+            gm_matmul(pool, Y[0], X, W, NULL, T, K, N, 0);
+            EACH_TIER(t) {
+                if (tiles(t) && T > 1)
+                    continue; /* the AMX tiers' own order: checked above */
+                gm_matmul(pool, Y[1], X, W, NULL, T, K, N, 0);
+                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d: %s and portable differ", T, K, t);
+            }
+        }
+    done();
+    gm_pool_free(pool);
+    free(X), free(Y[0]), free(Y[1]), free(W);
+}

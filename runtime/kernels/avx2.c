@@ -1,9 +1,9 @@
 /*
 ** The AVX2 + FMA tier: compiled for those instructions, and only called
-** when the CPU has both (dispatch.c asks gm_cpu_features). Its products and
-** attention's products are vec_kernels.h at 8 lanes (v8.h), the source the
-** AVX-512 tier runs at 16; the element-wise steps and the load-time
-** transposes are its own.
+** when the CPU has both (dispatch.c asks gm_cpu_features). Its products,
+** attention's products and element-wise steps are vec_kernels.h and
+** vec_steps.h at 8 lanes (v8.h), the source the AVX-512 tier runs at 16;
+** the load-time transposes are its own.
 */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -17,6 +17,7 @@
 #define TIER(x) x##_avx2
 #include "vf.h"
 #include "vec_kernels.h"
+#include "vec_steps.h"
 
 /* attention's products, for the wider tiers that name them (kernels_impl.h) */
 void gm_attn_scores_avx2(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d)
@@ -28,81 +29,6 @@ void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, c
                          int accumulate)
 {
     attn_values_avx2(O, ldo, P, ldp, nq, V, ldv, nk, d, accumulate);
-}
-
-/* ---------------------------------------------------------------------- */
-/* the steps between the products */
-
-/* 8 bf16 -> 8 f32: widen to 32 bits and shift into the high half. */
-static inline __m256 load8(const gm_bf16 *w)
-{
-    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)w);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* To nearest bf16, ties to even; every NaN to 0x7FC0: gm_f32_to_bf16, eight at a time. */
-static inline __m256 round8(__m256 v)
-{
-    const __m256i u = _mm256_castps_si256(v);
-    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
-                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
-    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
-                                           _mm256_set1_epi32(0x7F800000));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
-}
-
-static void finish_avx2(float *y, const gm_bf16 *bias, int n, int round)
-{
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(y + i);
-        if (bias)
-            v = _mm256_add_ps(v, load8(bias + i));
-        _mm256_storeu_ps(y + i, round ? round8(v) : v);
-    }
-    for (; i < n; i++)
-        y[i] = round1(bias ? y[i] + gm_bf16_to_f32(bias[i]) : y[i], round);
-}
-
-static void add_round_avx2(float *x, const float *y, int n, int round)
-{
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
-        _mm256_storeu_ps(x + i, round ? round8(v) : v);
-    }
-    for (; i < n; i++)
-        x[i] = round1(x[i] + y[i], round);
-}
-
-static void norm_scale_avx2(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
-{
-    const __m256 r = _mm256_set1_ps(inv);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), r);
-        v = _mm256_mul_ps(load8(w + i), round ? round8(v) : v);
-        _mm256_storeu_ps(y + i, round ? round8(v) : v);
-    }
-    for (; i < n; i++)
-        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
-}
-
-static void swiglu_avx2(float *g, const float *u, int n, int round)
-{
-    const __m256 one = _mm256_set1_ps(1.0f);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float e[8]; /* the C library's expf, as the scalar path, so every value is the same */
-        for (int j = 0; j < 8; j++)
-            e[j] = expf(-g[i + j]);
-        __m256 a = _mm256_div_ps(_mm256_loadu_ps(g + i), _mm256_add_ps(one, _mm256_loadu_ps(e)));
-        a = _mm256_mul_ps(round ? round8(a) : a, _mm256_loadu_ps(u + i));
-        _mm256_storeu_ps(g + i, round ? round8(a) : a);
-    }
-    for (; i < n; i++)
-        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -193,4 +119,5 @@ const gm_tier gm_tier_avx2 = {
     .transpose = transpose_avx2,
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
+    .exp_sum = exp_sum_avx2,
 };

@@ -2,10 +2,10 @@
 ** The AVX-512 tier: vec_kernels.h and vec_steps.h, the AVX2 tier's source,
 ** at 16 lanes (v16.h): register tiles of up to 8 rows by 32 columns for many
 ** rows (band), 32 columns a step for one (gemv), the products against W^T
-** (the LM head) and attention's two products. Compiled for AVX-512 F/BW/VL
-** here, and for AVX2 as the software model of those operations in
-** avx512_model.c ("avx512-model"), which the tests run on any CPU with AVX2.
-** The element-wise steps and the transposes are the AVX2 tier's.
+** (the LM head), attention's two products and the element-wise steps.
+** Compiled for AVX-512 F/BW/VL here, and for AVX2 as the software model of
+** those operations in avx512_model.c ("avx512-model"), which the tests run
+** on any CPU with AVX2. The load-time transposes are the AVX2 tier's.
 **
 ** Every sum is an FMA chain in k order, as on the other tiers, so products
 ** of bf16 values give the same bits here as everywhere. VDPBF16PS
@@ -32,6 +32,7 @@
 #define GM_VF_LANES 16
 #include "vf.h"
 #include "vec_kernels.h"
+#include "vec_steps.h"
 
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_V16_MODEL
@@ -42,11 +43,16 @@ const gm_tier TIER(gm_tier) = {
     .name = "avx512",
     .needs = GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
-    .base = &gm_tier_avx2, /* the element-wise steps and the transposes: memory-bound, no gain from wider registers */
+    .base = &gm_tier_avx2, /* the transposes */
     .band = TIER(band),
     .gemv = TIER(gemv),
     .dot = TIER(dot),
     .dot_rows = TIER(dot_rows),
+    .finish = TIER(finish),
+    .add_round = TIER(add_round),
+    .norm_scale = TIER(norm_scale),
+    .swiglu = TIER(swiglu),
     .attn_scores = TIER(attn_scores),
     .attn_values = TIER(attn_values),
+    .exp_sum = TIER(exp_sum),
 };

@@ -40,6 +40,7 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(band), FROM_BASE(band_bf16), FROM_BASE(gemv), FROM_BASE(dot), FROM_BASE(dot_rows);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
+    FROM_BASE(exp_sum);
 #undef FROM_BASE
 }
 

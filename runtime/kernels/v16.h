@@ -82,6 +82,30 @@ static inline void v16_join(float *y, v16 even, v16 odd)
     _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(even, hi, odd));
 }
 
+static inline v16 v16_round_bf16(v16 v)
+{
+    const __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                   _mm512_set1_epi32(0x7F800000));
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC00000)));
+}
+
+static inline void v16_exp2_halves(v16 t, v16 *a, v16 *b)
+{
+    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000));
+    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), bias = _mm512_set1_epi32(127);
+    *a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    *b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+}
+
+static inline v16 v16_nan_pass(v16 x, v16 r)
+{
+    return _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x);
+}
+
 #else /* the model: two AVX2 halves, each v8.h's operation */
 
 typedef struct v16 {
@@ -128,6 +152,12 @@ static inline void v16_join(float *y, v16 even, v16 odd)
 {
     v8_join(y, even.lo, odd.lo), v8_join(y + 16, even.hi, odd.hi);
 }
+static inline v16 v16_round_bf16(v16 v) { return (v16){v8_round_bf16(v.lo), v8_round_bf16(v.hi)}; }
+static inline void v16_exp2_halves(v16 t, v16 *a, v16 *b)
+{
+    v8_exp2_halves(t.lo, &a->lo, &b->lo), v8_exp2_halves(t.hi, &a->hi, &b->hi);
+}
+static inline v16 v16_nan_pass(v16 x, v16 r) { return (v16){v8_nan_pass(x.lo, r.lo), v8_nan_pass(x.hi, r.hi)}; }
 
 #endif
 #endif

@@ -80,6 +80,37 @@ static inline void v8_join(float *y, v8 even, v8 odd)
     _mm256_storeu_ps(y + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 }
 
+/* To the nearest bf16 (as f32), ties to even; every NaN to 0x7FC0: gm_f32_to_bf16, lane by lane. */
+static inline v8 v8_round_bf16(v8 v)
+{
+    const __m256i u = _mm256_castps_si256(v);
+    __m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                                 _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1)));
+    r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xFFFF0000u));
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                           _mm256_set1_epi32(0x7F800000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC00000), nan));
+}
+
+/*
+** t holds 1.5 * 2^23 + n, n an integer in [-150, 129] (vf_exp's rounding):
+** *a = 2^(n >> 1) and *b = 2^(n - (n >> 1)), two normal powers of two whose
+** product is 2^n.
+*/
+static inline void v8_exp2_halves(v8 t, v8 *a, v8 *b)
+{
+    const __m256i n = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
+    const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1), bias = _mm256_set1_epi32(127);
+    *a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    *b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+}
+
+/* r, but x + x (x, quieted) in the lanes where x is a NaN */
+static inline v8 v8_nan_pass(v8 x, v8 r)
+{
+    return _mm256_blendv_ps(r, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 /* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows of eight floats to eight columns */
 static inline void v8_transpose8(float *dst, long ldd, const float *src, long lds)
 {

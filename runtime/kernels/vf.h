@@ -1,7 +1,7 @@
 /*
 ** Internal: the width-generic names the shared kernels are written in
-** (vec_kernels.h): vf_* and vw_* are v16.h's or v8.h's operations as
-** GM_VF_LANES is 16 or 8, VF_LANES their lanes, and
+** (vec_kernels.h, vec_steps.h): vf_* and vw_* are v16.h's, v8.h's or v1.h's
+** operations as GM_VF_LANES is 16, 8 or 1, VF_LANES their lanes, and
 ** VF_ROWS the most rows of X a register tile holds at this width (two
 ** vectors of accumulators a row, and room for the weights and a broadcast):
 ** 6 of AVX2's 16 ymm registers, 8 of AVX-512's 32 zmm, and 2 on v16.h's
@@ -27,8 +27,11 @@
 #define VF_(op) v8##op
 #define VF_ROWS 6
 #define VF_EACH_ROWS(X) X(1) X(2) X(3) X(4) X(5) X(6)
+#elif GM_VF_LANES == 1
+#include "v1.h"
+#define VF_(op) v1##op
 #else
-#error "GM_VF_LANES: 16 or 8"
+#error "GM_VF_LANES: 16, 8 or 1"
 #endif
 
 #define VF_LANES GM_VF_LANES
@@ -50,7 +53,11 @@ typedef VF_() vf;
 #define vf_store_part VF_(_store_part)
 #define vf_load_bf16 VF_(_load_bf16)
 #define vf_hsum VF_(_hsum)
+#define vf_round_bf16 VF_(_round_bf16)
+#define vf_exp2_halves VF_(_exp2_halves)
+#define vf_nan_pass VF_(_nan_pass)
 
+/* the products' operations: not at one lane */
 #define vf_split VF_(_split)
 #define vf_join VF_(_join)
 #define vw VF_(w)

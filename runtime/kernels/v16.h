@@ -50,7 +50,6 @@ static inline v16 v16_load_bf16(const gm_bf16 *p)
 }
 
 static inline v16w v16w_load(const gm_bf16 *p) { return _mm512_loadu_si512((const void *)p); }
-static inline void v16w_store_aligned(gm_bf16 *p, v16w v) { _mm512_store_si512((void *)p, v); }
 static inline v16 v16w_even(v16w v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
 static inline v16 v16w_odd(v16w v)
 {
@@ -137,10 +136,6 @@ static inline void v16_store_part(float *p, int n, v16 v)
 }
 static inline v16 v16_load_bf16(const gm_bf16 *p) { return (v16){v8_load_bf16(p), v8_load_bf16(p + 8)}; }
 static inline v16w v16w_load(const gm_bf16 *p) { return (v16w){v8w_load(p), v8w_load(p + 16)}; }
-static inline void v16w_store_aligned(gm_bf16 *p, v16w v)
-{
-    v8w_store_aligned(p, v.lo), v8w_store_aligned(p + 16, v.hi);
-}
 static inline v16 v16w_even(v16w v) { return (v16){v8w_even(v.lo), v8w_even(v.hi)}; }
 static inline v16 v16w_odd(v16w v) { return (v16){v8w_odd(v.lo), v8w_odd(v.hi)}; }
 static inline float v16_hsum(v16 v) { return v8_hsum(v8_add(v.lo, v.hi)); }

@@ -48,7 +48,6 @@ static inline v8 v8_load_bf16(const gm_bf16 *p)
 }
 
 static inline v8w v8w_load(const gm_bf16 *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
-static inline void v8w_store_aligned(gm_bf16 *p, v8w v) { _mm256_store_si256((__m256i *)(void *)p, v); }
 /* the even columns (0, 2, .., 14) as f32: shifted up; the odd ones: masked. One shift and one and. */
 static inline v8 v8w_even(v8w v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 static inline v8 v8w_odd(v8w v)

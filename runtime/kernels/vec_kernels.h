@@ -41,85 +41,109 @@ static inline int rows_next(int left)
 }
 
 /* ---------------------------------------------------------------------- */
-/* many rows: register tiles that widen bf16 weights as they load them */
+/* the register tile, of the products and of attention's */
+
+enum { FROM_PANEL, FROM_W_TO_PANEL, FROM_W }; /* where a tile reads its second operand (below) */
+enum { EVEN_ODD, WHOLE, PART };              /* how its outputs lie in C (below) */
 
 #define ROW_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define ROW_DECL(r) vf e##r = vf_zero(), o##r = vf_zero();
-#define ROW_SPLIT(r)                                                                                               \
-    if (R > r)                                                                                                     \
-        vf_split(Y + r * ldy, &e##r, &o##r);
+#define ROW_LOAD(r)                                                                                                \
+    if (R > r) {                                                                                                   \
+        if (lay == EVEN_ODD)                                                                                       \
+            vf_split(C + r * ldc, &e##r, &o##r);                                                                   \
+        else                                                                                                       \
+            e##r = vf_load_n(C + r * ldc, n0), o##r = vf_load_n(C + r * ldc + VL, n1);                             \
+    }
 #define ROW_STEP(r)                                                                                                \
     if (R > r) {                                                                                                   \
-        const vf b = vf_bcast(X + r * ldx + k);                                                                    \
+        const vf b = vf_bcast(A + r * lda + k);                                                                    \
         e##r = vf_fma(b, we, e##r), o##r = vf_fma(b, wo, o##r);                                                   \
     }
-#define ROW_JOIN(r)                                                                                                \
-    if (R > r)                                                                                                     \
-        vf_join(Y + r * ldy, e##r, o##r);
+#define ROW_STORE(r)                                                                                               \
+    if (R > r) {                                                                                                   \
+        if (lay == EVEN_ODD)                                                                                       \
+            vf_join(C + r * ldc, e##r, o##r);                                                                      \
+        else                                                                                                       \
+            vf_store_n(C + r * ldc, n0, e##r), vf_store_n(C + r * ldc + VL, n1, o##r);                             \
+    }
 
 /*
-** Y[0..R)[0..NC) (+)= X[0..R)[0..kb) @ W[0..kb)[0..NC): 2R accumulators (even
-** and odd columns), one load and two widening operations of W (a shift and
-** an and, so W is read as it is, with no packed copy) and R broadcasts of X
-** per k; each sum adds its k terms in order. `first`: Y starts at 0. With
-** copy set, each row of NC weights read is also stored to P, contiguous,
-** for the later blocks of rows. A line of the next band is fetched every
-** FETCH_EVERY steps (gm_fetch).
+** C[0..R)[0..n) (+)= A[0..R)[0..depth) @ B[0..depth)[0..n), n <= NC, R <=
+** VF_ROWS, `from` and `lay` constants where it is inlined: 2R accumulators,
+** two vectors of columns a row, and per step of depth R broadcasts of A and
+** 2R FMAs, each sum adding its terms in order. Row k of B is two vectors of
+** f32 read from B (FROM_PANEL, rows ldb floats apart), or NC bf16 weights
+** loaded from W (rows ldw apart) and widened by a shift and an and, the even
+** columns and the odd ones (FROM_W), and then also stored to the panel P,
+** contiguous, for the later blocks of rows (FROM_W_TO_PANEL). C holds NC
+** outputs a row as they lie and B its even and odd columns (EVEN_ODD: the
+** products), or both NC columns in order (WHOLE), or the first n, the others
+** neither read nor written (PART). load_c: the sums go on from C, else from
+** 0. With fa, a line of the next band is fetched every FETCH_EVERY steps
+** (gm_fetch).
 */
-static inline __attribute__((always_inline)) void tile(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W,
-                                                       long ldw, gm_bf16 *P, int kb, int first, gm_ahead *fa,
-                                                       const int R, const int copy)
+static inline __attribute__((always_inline)) void tile(float *C, long ldc, const float *A, long lda, const float *B,
+                                                       long ldb, const gm_bf16 *W, long ldw, float *P, int depth,
+                                                       int load_c, gm_ahead *fa, int n, const int R, const int from,
+                                                       const int lay)
 {
-    gm_ahead a = *fa;
+    const int n0 = lay != PART || n >= VL ? VL : n, n1 = lay != PART ? VL : n - n0;
+    gm_ahead a = fa ? *fa : (gm_ahead){0};
     ROW_LIST(ROW_DECL)
-    if (!first) {
-        ROW_LIST(ROW_SPLIT)
+    if (load_c) {
+        ROW_LIST(ROW_LOAD)
     }
-    for (int k = 0; k < kb; k++, W += ldw) {
-        if (k % FETCH_EVERY == 0)
+    for (int k = 0; k < depth; k++) {
+        if (fa && k % FETCH_EVERY == 0)
             gm_fetch(&a);
-        const vw v = vw_load(W);
-        if (copy)
-            vw_store_aligned(P + NC * k, v);
-        const vf we = vw_even(v), wo = vw_odd(v);
+        vf we, wo;
+        if (from == FROM_PANEL) {
+            we = vf_load_n(B + ldb * k, n0), wo = vf_load_n(B + ldb * k + VL, n1);
+        } else {
+            const vw v = vw_load(W + (long)k * ldw);
+            we = vw_even(v), wo = vw_odd(v);
+            if (from == FROM_W_TO_PANEL)
+                vf_store(P + NC * k, we), vf_store(P + NC * k + VL, wo);
+        }
         ROW_LIST(ROW_STEP)
     }
-    ROW_LIST(ROW_JOIN)
-    *fa = a;
+    ROW_LIST(ROW_STORE)
+    if (fa)
+        *fa = a;
 }
 
-typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, gm_bf16 *, int, int, gm_ahead *);
+typedef void (*tile_fn)(float *, long, const float *, long, const gm_bf16 *, long, float *, int, int, gm_ahead *);
 
-/* tileR and tileR_copy for every R the width allows, and the table of them */
-#define TILE_FNS(r)                                                                                                \
-    static void tile##r(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw, gm_bf16 *P,      \
-                        int kb, int first, gm_ahead *fa)                                                           \
+/* tileR (from the panel), tileR_copy (from W, to the panel) and tileR_w (from W) for every R, and their table */
+#define TILE_FN(r, suffix, from)                                                                                   \
+    static void tile##r##suffix(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw,          \
+                                float *P, int kb, int first, gm_ahead *fa)                                         \
     {                                                                                                              \
-        tile(Y, ldy, X, ldx, W, ldw, P, kb, first, fa, r, 0);                                                      \
-    }                                                                                                              \
-    static void tile##r##_copy(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *W, long ldw,           \
-                               gm_bf16 *P, int kb, int first, gm_ahead *fa)                                        \
-    {                                                                                                              \
-        tile(Y, ldy, X, ldx, W, ldw, P, kb, first, fa, r, 1);                                                      \
+        tile(Y, ldy, X, ldx, P, NC, W, ldw, P, kb, !first, fa, NC, r, from, EVEN_ODD);                             \
     }
+#define TILE_FNS(r) TILE_FN(r, , FROM_PANEL) TILE_FN(r, _copy, FROM_W_TO_PANEL) TILE_FN(r, _w, FROM_W)
 VF_EACH_ROWS(TILE_FNS)
-#define TILE_ENTRY(r) [r] = {tile##r, tile##r##_copy},
-static const tile_fn tiles[VF_ROWS + 1][2] = {VF_EACH_ROWS(TILE_ENTRY)};
+#define TILE_ENTRY(r) [r] = {tile##r, tile##r##_copy, tile##r##_w},
+static const tile_fn tiles[VF_ROWS + 1][3] = {VF_EACH_ROWS(TILE_ENTRY)};
 
 /*
 ** Columns [n0, n1), a few bands of GM_BAND: for each k-block, for each band,
 ** the first block of rows reads the band's weights from W (a strided run
-** of each row) and leaves them in `panels`, NC columns by KB rows each,
-** contiguous; the later blocks of rows read them from there, free of cache
-** set conflicts (a 3 KB row stride maps a k-block onto few sets). The
-** k-block of X is read by every band while it is in cache, and W row by
-** row, as it lies in memory. Meanwhile the next band's weights are fetched,
-** a line every few steps (not while the first block of rows reads W: the
-** two would evict each other, unless there are too few blocks for that).
+** of each row) and leaves them in `panels` as f32, NC columns by KB rows
+** each, contiguous; the later blocks of rows read them from there, free of
+** cache set conflicts (a 3 KB row stride maps a k-block onto few sets) and
+** with no widening left to do, so that their inner loops are FMAs, loads
+** and broadcasts only. The k-block of X is read by every band while it is
+** in cache, and W row by row, as it lies in memory. Meanwhile the next
+** band's weights are fetched, a line every few steps (not while the first
+** block of rows reads W: the two would evict each other, unless there are
+** too few blocks for that). A block of rows that is the only one reads W
+** and leaves no panel.
 */
 static void TIER(band)(const gm_band *b)
 {
-    gm_bf16 panels[KB * GM_BAND] __attribute__((aligned(64)));
+    float panels[KB * GM_BAND] __attribute__((aligned(64)));
     const int T = b->T, K = b->K, nt = b->n0 + (b->n1 - b->n0) / NC * NC;
     for (int k0 = 0; k0 < K; k0 += KB) {
         const int k1 = k0 + KB < K ? k0 + KB : K, kb = k1 - k0, first = k0 == 0;
@@ -133,13 +157,11 @@ static void TIER(band)(const gm_band *b)
                 const int rows = rows_next(T - t);
                 float *y = b->Y + (long)t * b->ldy;
                 const float *x = b->X + (long)t * b->ldx + k0;
-                const tile_fn fn = tiles[rows][t == 0];
+                const tile_fn fn = tiles[rows][t ? FROM_PANEL : rows < T ? FROM_W_TO_PANEL : FROM_W];
                 gm_ahead none = {0}, *fa = t || T < VF_ROWS + 4 ? &a : &none;
-                gm_bf16 *p = panels;
-                for (int n = s0; n < s1; n += NC, p += NC * kb) {
-                    const gm_bf16 *w = t ? p : b->W + (long)k0 * b->ldw + n;
-                    fn(y + n, b->ldy, x, b->ldx, w, t ? NC : b->ldw, p, kb, first, fa);
-                }
+                float *p = panels;
+                for (int n = s0; n < s1; n += NC, p += NC * kb)
+                    fn(y + n, b->ldy, x, b->ldx, b->W + (long)k0 * b->ldw + n, b->ldw, p, kb, first, fa);
                 t += rows;
             }
         }
@@ -299,60 +321,18 @@ static void transpose_keys(float *Kt, const float *K, long ldk, int nk, int dn)
             Kt[c * AK + j] = j < nk ? K[j * ldk + c] : 0.0f;
 }
 
-#define ACC_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define ACC_DECL(r) vf a##r = vf_zero(), b##r = vf_zero();
-#define ACC_LOAD(r)                                                                                                \
-    if (R > r)                                                                                                     \
-        a##r = vf_load_n(C + r * ldc, n0), b##r = vf_load_n(C + r * ldc + VL, n1);
-#define ACC_STEP(r)                                                                                                \
-    if (R > r) {                                                                                                   \
-        const vf q = vf_bcast(A + r * lda + c);                                                                    \
-        a##r = vf_fma(q, k0, a##r), b##r = vf_fma(q, k1, b##r);                                                    \
-    }
-#define ACC_STORE(r)                                                                                               \
-    if (R > r)                                                                                                     \
-        vf_store_n(C + r * ldc, n0, a##r), vf_store_n(C + r * ldc + VL, n1, b##r);
-
-/*
-** C[0..R)[0..n) (+)= A[0..R)[0..depth) @ B[0..depth)[0..n), n <= NC, R <=
-** VF_ROWS (a constant where it is inlined, as `whole`: n is NC): 2R
-** accumulators, lanes the columns; per step of depth two loads of B, R
-** broadcasts of A and 2R FMAs, each sum adding its terms in order.
-** Attention's both products: the scores (A the queries, B the transposed
-** keys, depth d, a piece at a time) and probs . V (A the probabilities, B a
-** strip of NC values of d, depth the keys). accumulate: the sums go on from
-** C, else C starts at 0. Columns past n are neither read nor written (masked
-** lanes: n0 of the first vector, n1 of the second).
-*/
-static inline __attribute__((always_inline)) void att_tile(float *C, long ldc, const float *A, long lda, const float *B,
-                                                           long ldb, int depth, int n, int accumulate, const int R,
-                                                           const int whole)
-{
-    const int n0 = whole || n >= VL ? VL : n, n1 = whole ? VL : n - n0;
-    ACC_LIST(ACC_DECL)
-    if (accumulate) {
-        ACC_LIST(ACC_LOAD)
-    }
-    for (int c = 0; c < depth; c++) {
-        const vf k0 = vf_load_n(B + c * ldb, n0), k1 = vf_load_n(B + c * ldb + VL, n1);
-        ACC_LIST(ACC_STEP)
-    }
-    ACC_LIST(ACC_STORE)
-}
-
-/* att_tile over rows of A and C, in register tiles of rows_next rows */
+/* the register tile over rows of A and C, in tiles of rows_next rows */
 #define ATT_CASE(r)                                                                                                \
     case r:                                                                                                        \
-        if (whole)                                                                                                 \
-            att_tile(c, ldc, a, lda, B, ldb, depth, n, accumulate, r, 1);                                          \
+        if (n == NC)                                                                                               \
+            tile(c, ldc, a, lda, B, ldb, NULL, 0, NULL, depth, accumulate, NULL, n, r, FROM_PANEL, WHOLE);         \
         else                                                                                                       \
-            att_tile(c, ldc, a, lda, B, ldb, depth, n, accumulate, r, 0);                                          \
+            tile(c, ldc, a, lda, B, ldb, NULL, 0, NULL, depth, accumulate, NULL, n, r, FROM_PANEL, PART);          \
         break;
 
 static void att_tiles(float *C, long ldc, const float *A, long lda, int rows, const float *B, long ldb, int depth,
                       int n, int accumulate)
 {
-    const int whole = n == NC;
     for (int i = 0; i < rows;) {
         const int r = rows_next(rows - i);
         float *c = C + i * ldc;

@@ -62,7 +62,6 @@ typedef VF_() vf;
 #define vf_join VF_(_join)
 #define vw VF_(w)
 #define vw_load VF_(w_load)
-#define vw_store_aligned VF_(w_store_aligned)
 #define vw_even VF_(w_even)
 #define vw_odd VF_(w_odd)
 

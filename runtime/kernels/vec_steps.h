@@ -53,6 +53,25 @@ static inline vf vf_exp(vf x)
     return vf_nan_pass(x, vf_mul(vf_mul(p, a), b));
 }
 
+/*
+** The statement after n for each vector of [0, n) in turn, i its first value
+** and m its values: whole vectors (m is VF_LANES, a constant the compiler
+** folds into plain loads and stores), then the last m < VF_LANES values,
+** under a mask.
+*/
+#define EACH_VECTOR(n, ...)                                                                                        \
+    do {                                                                                                           \
+        int i = 0;                                                                                                 \
+        for (; i + VF_LANES <= (n); i += VF_LANES) {                                                               \
+            const int m = VF_LANES;                                                                                \
+            __VA_ARGS__;                                                                                           \
+        }                                                                                                          \
+        if (i < (n)) {                                                                                             \
+            const int m = (n) - i;                                                                                 \
+            __VA_ARGS__;                                                                                           \
+        }                                                                                                          \
+    } while (0)
+
 /* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set */
 static inline __attribute__((always_inline)) void finish_n(float *y, const gm_bf16 *bias, int m, int round)
 {
@@ -64,43 +83,23 @@ static inline __attribute__((always_inline)) void finish_n(float *y, const gm_bf
 
 static void TIER(finish)(float *y, const gm_bf16 *bias, int n, int round)
 {
-    int i = 0;
-    for (; i + VF_LANES <= n; i += VF_LANES)
-        finish_n(y + i, bias ? bias + i : NULL, VF_LANES, round);
-    if (i < n)
-        finish_n(y + i, bias ? bias + i : NULL, n - i, round);
+    EACH_VECTOR(n, finish_n(y + i, bias ? bias + i : NULL, m, round));
 }
 
-static inline __attribute__((always_inline)) void add_round_n(float *x, const float *y, int m, int round)
-{
-    vf_store_n(x, m, vf_round_if(vf_add(vf_load_n(x, m), vf_load_n(y, m)), round));
-}
-
+/* x = r(x + y) */
 static void TIER(add_round)(float *x, const float *y, int n, int round)
 {
-    int i = 0;
-    for (; i + VF_LANES <= n; i += VF_LANES)
-        add_round_n(x + i, y + i, VF_LANES, round);
-    if (i < n)
-        add_round_n(x + i, y + i, n - i, round);
+    EACH_VECTOR(n, vf_store_n(x + i, m, vf_round_if(vf_add(vf_load_n(x + i, m), vf_load_n(y + i, m)), round)));
 }
 
 /* y = r(w r(x inv)) */
-static inline __attribute__((always_inline)) void norm_scale_n(float *y, const float *x, const gm_bf16 *w, vf inv,
-                                                                 int m, int round)
-{
-    const vf v = vf_round_if(vf_mul(vf_load_n(x, m), inv), round);
-    vf_store_n(y, m, vf_round_if(vf_mul(vf_load_bf16_n(w, m), v), round));
-}
-
 static void TIER(norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
 {
     const vf r = vf_set1(inv);
-    int i = 0;
-    for (; i + VF_LANES <= n; i += VF_LANES)
-        norm_scale_n(y + i, x + i, w + i, r, VF_LANES, round);
-    if (i < n)
-        norm_scale_n(y + i, x + i, w + i, r, n - i, round);
+    EACH_VECTOR(n, vf_store_n(y + i, m,
+                              vf_round_if(vf_mul(vf_load_bf16_n(w + i, m),
+                                                 vf_round_if(vf_mul(vf_load_n(x + i, m), r), round)),
+                                          round)));
 }
 
 /* g = r(r(g / (1 + exp(-g))) u): SiLU(gate) * up; -g as 0 - g, whose exp is the same (e^+0 = e^-0 = 1) */
@@ -113,11 +112,7 @@ static inline __attribute__((always_inline)) void swiglu_n(float *g, const float
 
 static void TIER(swiglu)(float *g, const float *u, int n, int round)
 {
-    int i = 0;
-    for (; i + VF_LANES <= n; i += VF_LANES)
-        swiglu_n(g + i, u + i, VF_LANES, round);
-    if (i < n)
-        swiglu_n(g + i, u + i, n - i, round);
+    EACH_VECTOR(n, swiglu_n(g + i, u + i, m, round));
 }
 
 #define SUM_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
@@ -146,13 +141,10 @@ static float TIER(exp_sum)(float *y, const float *x, int n, float m)
 {
     enum { G = STEP_LANES / VF_LANES }; /* vectors of lanes a group of 16 values */
     const vf vm = vf_set1(m);
-    int i = 0;
-    for (; i + VF_LANES <= n; i += VF_LANES)
-        vf_store(y + i, vf_exp(vf_sub(vf_load(x + i), vm)));
-    if (i < n)
-        vf_store_part(y + i, n - i, vf_exp(vf_sub(vf_load_part(x + i, n - i), vm)));
+    EACH_VECTOR(n, vf_store_n(y + i, m, vf_exp(vf_sub(vf_load_n(x + i, m), vm))));
     SUM_LIST(SUM_DECL)
-    for (i = 0; i + STEP_LANES <= n; i += STEP_LANES) {
+    int i = 0;
+    for (; i + STEP_LANES <= n; i += STEP_LANES) {
         SUM_LIST(SUM_STEP)
     }
     SUM_LIST(SUM_LAST)

@@ -8,10 +8,11 @@
 ** taken in the same order everywhere (below).
 **
 ** vf_exp(x): e^x within 0.77 ulp (every float against the double e^x: at
-** most 0.765, at x = -0x1.5edcb4p+6, whose result is denormal; it is the same
-** as the C library's expf for 99.94% of them); -inf gives +0, +inf and
-** x >= 88.72284 give inf, NaN stays NaN (quieted), and a result below 2^-126
-** is rounded a second time, to its denormal. Its steps:
+** most 0.765, at x = -0x1.5edcb4p+6, whose result is denormal, and 0.656 where
+** the result is normal; the same bits as the C library's expf for 99.94% of
+** them); -inf gives +0, +inf and x >= 88.72284 give inf, NaN stays NaN
+** (quieted), and a result below 2^-126 is rounded a second time, to its
+** denormal. Its steps:
 **   n = round(x log2(e)), by adding 1.5 * 2^23 in the same fused multiply-add;
 **   x - n ln2 = r1 - n LN2_LO, r1 = x - n LN2_HI exact (one FMA, |r1| < 0.35),
 **   LN2_HI + LN2_LO = ln 2 within 2^-52;

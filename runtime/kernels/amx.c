@@ -24,8 +24,9 @@
 ** partial sums kept in Y between the pieces), and a block is about a
 ** megabyte of W per piece, so that it stays in L2 while every token block
 ** passes over it. A finished C tile is turned back to Y's (token, output)
-** order and finished at once by the epilogue (bias, rounding, SwiGLU, the
-** residual add) while it is in cache.
+** order, and once the block's outputs for two token blocks are complete,
+** the epilogue (bias, rounding, SwiGLU, the residual add) finishes them
+** while they are in cache.
 **
 ** Attention's two products run on tiles too (below), so that on this tier
 ** every product of bf16 values sums in TDPBF16PS's order, the same for a
@@ -194,7 +195,7 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
     return edge;
 }
 
-enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched */
+enum { AHEAD = 16 }; /* k-steps ahead whose lines of W are fetched */
 
 /* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */
 static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
@@ -364,10 +365,9 @@ static void TIER(nk_block)(const gm_nk_block *b)
                     if (v1)
                         C_STORE(3, o1, t + 16, c1, m, v1);
                 }
-                if (last) /* the stripe's outputs are complete: finish them while they are in cache */
-                    gm_ep_rows(b->k, o0, b->o2, b->ep, b->round, t, t + c0 + c1, n,
-                               n + (pair ? v0 : v0 + v1));
             }
+            if (last) /* the block's outputs for these tokens are complete: finished while they are in cache */
+                gm_ep_rows(b->k, o0, b->o2, b->ep, b->round, t, t + c0 + c1, b->n0, b->n1 < N ? b->n1 : N);
         }
     }
     TILE_RELEASE();

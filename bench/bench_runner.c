@@ -224,6 +224,16 @@ static void child_load(const void *name)
     }
 }
 
+/* How a form holds W, for the lines that name it */
+static const char *form_text(char *buf, size_t size, gm_wform f)
+{
+    if (gm_wform_panel(f))
+        snprintf(buf, size, "(in, out) in panels of %d columns", gm_wform_panel(f));
+    else
+        snprintf(buf, size, "%s", f == GM_W_NK ? "(out, in), in place" : "(in, out), transposed");
+    return buf;
+}
+
 /* The temporary model, unless it was asked to be kept. */
 static void remove_model(const char *keep, const char *dir, char *path)
 {
@@ -559,10 +569,11 @@ int main(int argc, char **argv)
                 }
                 lratio[r] = load[r] / copy[r];
             }
-            const int as_is = gm_kernels_info(tn[ti])->wform == GM_W_NK;
+            const gm_wform wf = gm_kernels_info(tn[ti])->wform;
+            char form[64];
             printf("load, %s tier (W %s): %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f "
-                   "(target <= %s)\n", tn[ti], as_is ? "(out, in), in place" : "(in, out), transposed",
-                   median(load, turns), file_size / 1e9, median(copy, turns), median(lratio, turns), as_is ? "1.0" : "1.3");
+                   "(target <= %s)\n", tn[ti], form_text(form, sizeof form, wf), median(load, turns), file_size / 1e9,
+                   median(copy, turns), median(lratio, turns), wf == GM_W_NK ? "1.0" : "1.3");
             const double peak_rss = median(rss, turns);
             printf("load peak RSS, %s tier: %.2f GB, %.2fx the model file (target <= 1.05)\n", tn[ti], peak_rss / 1e9,
                    peak_rss / file_size);
@@ -577,9 +588,9 @@ int main(int argc, char **argv)
 
     /* each tier's weights, in its form (loaded once a form), and its sessions on 1 thread and on every core */
     gm_status st = {0};
-    void *wts[2] = {NULL, NULL}; /* by form */
-    rt_layer *lays[2] = {NULL, NULL};
-    rt_model models[2];
+    void *wts[GM_W_FORMS] = {NULL}; /* by form */
+    rt_layer *lays[GM_W_FORMS] = {NULL};
+    rt_model models[GM_W_FORMS];
     int max_len = 0;
     for (int j = 0; j < n_lens; j++)
         max_len = lens[j] > max_len ? lens[j] : max_len;
@@ -828,38 +839,58 @@ int main(int argc, char **argv)
                    tier_of(tn[ti]) == TIER_AVX512 && tier_of(tn[ti + 1]) == TIER_AVX2 && k == 0 && lens[0] == 32
                        ? " (target >= 1.5x)" : "");
 
-    /* the blocked kernels against the plain reference, on layer 0's projections (in, out) at the first length's rows */
+    /*
+    ** the blocked kernels against the plain reference, on layer 0's projections at the first length's rows: on the
+    ** widest tier measured that reads W (in, out), in its form (panels), and the reference on the same values laid
+    ** out (in, out) row-major, as it reads them
+    */
     const int T = lens[0];
-    const rt_layer *l0 = NULL;
-    if (wts[GM_W_KN]) {
-        l0 = &models[GM_W_KN].layers[0];
-    }
-    gm_kernels_select(tn[0]);
-    if (l0) {
+    int tk = -1;
+    for (int ti = n_tiers - 1; ti >= 0; ti--)
+        if (gm_kernels_info(tn[ti])->wform != GM_W_NK)
+            tk = ti;
+    if (tk >= 0) {
+        const gm_wform wf = gm_kernels_info(tn[tk])->wform;
+        const rt_layer *l0 = &models[wf].layers[0];
+        gm_kernels_select(tn[tk]);
         float *X = malloc(sizeof(float) * (size_t)T * (size_t)F), *Y = malloc(sizeof(float) * (size_t)T * (size_t)F);
         for (size_t i = 0; i < (size_t)T * (size_t)F; i++)
             X[i] = (float)((int)(next() % 200) - 100) / 100.0f;
-        struct { const gm_bf16 *w; int k, n; } mats[] = {
-            {l0->wq, cf->emb_dim, (int)qw}, {l0->wk, cf->emb_dim, (int)kvw}, {l0->wv, cf->emb_dim, (int)kvw},
-            {l0->wo, (int)qw, cf->emb_dim}, {l0->w_gate, cf->emb_dim, cf->hidden_dim}, {l0->w_up, cf->emb_dim, cf->hidden_dim},
-            {l0->w_down, cf->hidden_dim, cf->emb_dim}};
+        struct { const gm_bf16 *w; int k, n; gm_bf16 *kn; } mats[] = {
+            {l0->wq, cf->emb_dim, (int)qw, NULL}, {l0->wk, cf->emb_dim, (int)kvw, NULL},
+            {l0->wv, cf->emb_dim, (int)kvw, NULL}, {l0->wo, (int)qw, cf->emb_dim, NULL},
+            {l0->w_gate, cf->emb_dim, cf->hidden_dim, NULL}, {l0->w_up, cf->emb_dim, cf->hidden_dim, NULL},
+            {l0->w_down, cf->hidden_dim, cf->emb_dim, NULL}};
+        enum { MATS = sizeof mats / sizeof mats[0] };
+        for (size_t i = 0; i < MATS; i++) {
+            const size_t mk = (size_t)mats[i].k, mn = (size_t)mats[i].n;
+            mats[i].kn = malloc(2 * mk * mn);
+            for (size_t k = 0; k < mk; k++)
+                for (size_t n = 0; n < mn; n++)
+                    mats[i].kn[k * mn + n] = mats[i].w[gm_w_index(wf, mk, mn, k, n)];
+        }
         gm_pool *pool = gm_pool_new(1);
         double fast[5], ref[1];
         for (int r = 0; r < 5; r++) {
             t0 = now();
-            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-                gm_matmul(pool, Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
+            for (size_t i = 0; i < MATS; i++) {
+                const gm_out o = {.Y = Y, .W = mats[i].w, .N = mats[i].n, .form = wf};
+                gm_matmul_outs(pool, X, T, mats[i].k, &o, 1, 1);
+            }
             fast[r] = now() - t0;
         }
         t0 = now();
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
-            gm_matmul_reference(Y, X, mats[i].w, NULL, T, mats[i].k, mats[i].n, 1);
+        for (size_t i = 0; i < MATS; i++)
+            gm_matmul_reference(Y, X, mats[i].kn, NULL, T, mats[i].k, mats[i].n, 1);
         ref[0] = now() - t0;
         const double lf = 2.0 * T * linear;
-        printf("kernels, one layer's projections (in, out) at %d rows, %s, 1 thread: blocked %.1f GFLOP/s, plain "
-               "reference %.1f GFLOP/s: %.1fx\n", T, gm_kernels_name(), lf / median(fast, 5) / 1e9, lf / ref[0] / 1e9,
-               ref[0] / median(fast, 5));
+        char form[64];
+        printf("kernels, one layer's projections (W %s) at %d rows, %s, 1 thread: blocked %.1f GFLOP/s, plain "
+               "reference %.1f GFLOP/s: %.1fx\n", form_text(form, sizeof form, wf), T, gm_kernels_name(),
+               lf / median(fast, 5) / 1e9, lf / ref[0] / 1e9, ref[0] / median(fast, 5));
         gm_pool_free(pool);
+        for (size_t i = 0; i < MATS; i++)
+            free(mats[i].kn);
         free(X);
         free(Y);
     }
@@ -875,7 +906,7 @@ int main(int argc, char **argv)
     printf("whole run: %.0f s\n", now() - t_start);
     bw_free(&bwp);
     free(tokens);
-    for (int f = 0; f < 2; f++)
+    for (int f = 0; f < GM_W_FORMS; f++)
         if (wts[f]) {
             e->free(wts[f]);
             free(wts[f]);

@@ -37,6 +37,42 @@ static int use(const char *tier)
 static void done(void) { gm_kernels_select(NULL); }
 #define EACH_TIER(t) for (const char *const *t##_ = gm_kernels_tiers(), *t; (t = *t##_) != NULL; t##_++) if (use(t))
 
+/*
+** W[K][N] (in, out) as the given form lays it out, written here from the
+** layout gm/kernels.h describes: (out, in) rows; or panels of P columns,
+** one after another, each [K][w] row-major, w = P but in the last (N % P).
+*/
+static gm_bf16 *in_form(const gm_bf16 *W, int K, int N, gm_wform form)
+{
+    gm_bf16 *d = malloc(2 * (size_t)K * N + 2), *o = d;
+    const int P = form == GM_W_PANEL16 ? 16 : form == GM_W_PANEL32 ? 32 : form == GM_W_KN ? N : 0;
+    if (form == GM_W_NK) {
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++)
+                *o++ = W[(long)k * N + n];
+        return d;
+    }
+    for (int p0 = 0; p0 < N; p0 += P) {
+        const int w = N - p0 < P ? N - p0 : P;
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < w; j++)
+                *o++ = W[(long)k * N + p0 + j];
+    }
+    return d;
+}
+
+/* The forms of W an (in, out) product reads: (in, out) and its panels */
+static const gm_wform kn_forms[] = {GM_W_KN, GM_W_PANEL16, GM_W_PANEL32};
+enum { KN_FORMS = sizeof kn_forms / sizeof kn_forms[0] };
+
+/* Y = X @ W on the running tier, W (in, out) handed over in the given form (Wf: W in that form) */
+static void product(gm_pool *pool, float *Y, const float *X, const gm_bf16 *Wf, const gm_bf16 *b, int T, int K, int N,
+                    int round, gm_wform form)
+{
+    const gm_out o = {.Y = Y, .W = Wf, .bias = b, .N = N, .form = form};
+    gm_matmul_outs(pool, X, T, K, &o, 1, round);
+}
+
 static void check_shapes(const char *tier, gm_pool *pool)
 {
     const int shapes[][3] = {{1, 64, 96}, {1, 300, 1000}, {3, 17, 5}, {5, 260, 200}, {32, 513, 390}, {7, 8, 8},
@@ -55,15 +91,19 @@ static void check_shapes(const char *tier, gm_pool *pool)
         for (int k = 0; k < K; k++) /* W as (N, K) rows for the X @ W^T kernel */
             for (int n = 0; n < N; n++)
                 Wn[(long)n * K + k] = W[(long)k * N + n];
-        for (int round = 0; round < 2; round++)
-            for (int bias = 0; bias < 2; bias++) {
-                gm_matmul(pool, Y, X, W, bias ? b : NULL, T, K, N, round);
-                gm_matmul_reference(R, X, W, bias ? b : NULL, T, K, N, round);
-                for (int i = 0; i < T * N; i++) /* summation orders differ: a bf16 ulp at most */
-                    cr_assert(fabsf(Y[i] - R[i]) <= 0.0079f * fabsf(R[i]) + 1e-5f,
-                              "%s T=%d K=%d N=%d round=%d bias=%d: [%d] %g, reference %g",
-                              tier, T, K, N, round, bias, i, Y[i], R[i]);
-            }
+        for (int f = 0; f < KN_FORMS; f++) {
+            gm_bf16 *Wf = in_form(W, K, N, kn_forms[f]);
+            for (int round = 0; round < 2; round++)
+                for (int bias = 0; bias < 2; bias++) {
+                    product(pool, Y, X, Wf, bias ? b : NULL, T, K, N, round, kn_forms[f]);
+                    gm_matmul_reference(R, X, W, bias ? b : NULL, T, K, N, round);
+                    for (int i = 0; i < T * N; i++) /* summation orders differ: a bf16 ulp at most */
+                        cr_assert(fabsf(Y[i] - R[i]) <= 0.0079f * fabsf(R[i]) + 1e-5f,
+                                  "%s form %d T=%d K=%d N=%d round=%d bias=%d: [%d] %g, reference %g", tier,
+                                  kn_forms[f], T, K, N, round, bias, i, Y[i], R[i]);
+                }
+            free(Wf);
+        }
         gm_matmul_nt(pool, Y, X, Wn, T, K, N, 0);
         gm_matmul_reference(R, X, W, NULL, T, K, N, 0);
         for (int i = 0; i < T * N; i++)
@@ -129,9 +169,10 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
 {
     /*
     ** q/k/v-like groups of outputs, more than a run takes (they are split),
-    ** one row and many. One-row runs on 2 threads give each thread one of
-    ** {32, 32} and of {64, 64} whole and split the others by columns; on 3
-    ** threads they split every output.
+    ** one row and many, W (in, out) and in panels. One-row runs on 2 threads
+    ** give each thread one of {32, 32} and of {64, 64} whole and split the
+    ** others by columns (by whole panels); on 3 threads they split every
+    ** output. Each output's bits are those of the (in, out) product alone.
     */
     const int Ns[] = {200, 1000, 32, 32, 17, 64, 64};
     enum { K = 300, MAXN = 1000, OUTS = 7 };
@@ -142,20 +183,26 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
                 const int T = Ts[ti];
                 float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R = malloc(sizeof(float) * T * MAXN);
-                gm_bf16 *W[OUTS];
+                gm_bf16 *W[OUTS], *Wf[OUTS];
                 gm_out outs[OUTS];
                 for (int o = 0; o < OUTS; o++) {
                     Y[o] = malloc(sizeof(float) * T * Ns[o]);
                     W[o] = malloc(2 * (size_t)K * Ns[o]);
                     fill(X, T * K, W[o], K * Ns[o], K);
-                    outs[o] = (gm_out){.Y = Y[o], .W = W[o], .N = Ns[o]};
                 }
-                gm_matmul_outs(pool, X, T, K, outs, OUTS, 1);
-                for (int o = 0; o < OUTS; o++) {
-                    gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread */
-                    cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
-                              "%s T=%d: output %d (N=%d) differs grouped on %d threads from alone on 1",
-                              gm_kernels_name(), T, o, Ns[o], threads);
+                for (int f = 0; f < KN_FORMS; f++) {
+                    for (int o = 0; o < OUTS; o++) {
+                        Wf[o] = in_form(W[o], K, Ns[o], kn_forms[f]);
+                        outs[o] = (gm_out){.Y = Y[o], .W = Wf[o], .N = Ns[o], .form = kn_forms[f]};
+                    }
+                    gm_matmul_outs(pool, X, T, K, outs, OUTS, 1);
+                    for (int o = 0; o < OUTS; o++) {
+                        gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread, (in, out) */
+                        cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
+                                  "%s T=%d form %d: output %d (N=%d) differs grouped on %d threads from alone on 1",
+                                  gm_kernels_name(), T, kn_forms[f], o, Ns[o], threads);
+                        free(Wf[o]);
+                    }
                 }
                 for (int o = 0; o < OUTS; o++)
                     free(Y[o]), free(W[o]);
@@ -230,7 +277,8 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     ** is exact in f32, so a fused multiply-add and a multiply then an add round
     ** alike, and each output of an (in, out) product, one sum in k order, is
     ** the same on every tier, the AMX ones too (they leave that form to the
-    ** AVX-512 tier). An (out, in) product sums in the tier's order
+    ** AVX-512 tier), with W (in, out) or in panels of 16 or 32 columns (on
+    ** every tier, whichever it reads best). An (out, in) product sums in the tier's order
     ** (gm_tier_info): in k order on the portable tier (the same bits as the
     ** (in, out) product), in TDPBF16PS's order on the tiles tiers, checked
     ** against tile_order bit for bit on the software model. On AMX hardware
@@ -251,7 +299,9 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
             Y[i] = malloc(sizeof(float) * T * N);
         gm_bf16 *W = malloc(2 * (size_t)K * N), *b = malloc(2 * (size_t)N);
         fill(X, T * K, W, K * N, K);
-        gm_bf16 *Wn = rows_of(W, K, N);
+        gm_bf16 *Wn = rows_of(W, K, N), *Wp[KN_FORMS] = {NULL};
+        for (int f = 1; f < KN_FORMS; f++)
+            Wp[f] = in_form(W, K, N, kn_forms[f]);
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
         for (int round = 0; round < 2; round++) {
@@ -262,6 +312,12 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                 gm_matmul(pool, Y[1], X, W, b, T, K, N, round);
                 cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
                           "T=%d K=%d N=%d round=%d: (in, out) on %s and portable differ", T, K, N, round, t);
+                for (int f = 1; f < KN_FORMS; f++) { /* the panels: the same sums, the same bits */
+                    product(pool, Y[1], X, Wp[f], b, T, K, N, round, kn_forms[f]);
+                    cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
+                              "T=%d K=%d N=%d round=%d: form %d on %s and (in, out) on portable differ", T, K, N, round,
+                              kn_forms[f], t);
+                }
                 const gm_out o = {.Y = Y[1], .W = Wn, .bias = b, .N = N, .form = GM_W_NK};
                 gm_matmul_outs(pool, X, T, K, &o, 1, round);
                 const gm_tier_info *ti = gm_kernels_info(t);
@@ -287,6 +343,8 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
             }
         }
         free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(Wn), free(b);
+        for (int f = 1; f < KN_FORMS; f++)
+            free(Wp[f]);
     }
     done();
     gm_pool_free(pool);
@@ -385,25 +443,63 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
     done();
 }
 
-Test(kernels, convert_rows_transposes_awkward_shapes_exactly_on_every_tier)
+Test(kernels, convert_rows_transposes_and_makes_panels_of_awkward_shapes_exactly_on_every_tier)
 {
-    /* rows and columns around the 32 x 16 and 8 x 8 blocks; row ranges that do not start at 0 */
+    /*
+    ** rows and columns around the 32 x 16, 16 x 16 and 8 x 8 blocks and the
+    ** panels; row ranges that do not start at 0 (nor at a panel); bf16 as it
+    ** lies, and f32 rounded on the way; into (in, out) (1) and panels of 16,
+    ** 32 and 24 columns, each element where gm_w_index says, as in_form lays
+    ** the panel forms out
+    */
     const size_t shapes[][2] = {{32, 16}, {33, 17}, {64, 48}, {70, 40}, {257, 300}, {5, 3}, {1, 1}, {96, 1536}};
+    const int tos[] = {1, 16, 32, 24};
     EACH_TIER(t)
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const size_t rows = shapes[s][0], cols = shapes[s][1];
-        gm_bf16 *src = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
-        for (size_t i = 0; i < rows * cols; i++)
-            src[i] = (gm_bf16)(i * 2654435761u >> 7);
-        memset(dst, 0xAB, 2 * rows * cols);
-        const size_t cut = rows / 3; /* two calls, as the loader's pieces make them */
-        gm_convert_rows(dst, src, GM_SRC_BF16, rows, cols, 0, cut, 1);
-        gm_convert_rows(dst, src + cut * cols, GM_SRC_BF16, rows, cols, cut, rows, 1);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t c = 0; c < cols; c++)
-                cr_assert_eq(dst[c * rows + r], src[r * cols + c], "%s, %zux%zu: [%zu][%zu]", t, rows, cols, r, c);
-        free(src), free(dst);
-    }
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t ti = 0; ti < sizeof tos / sizeof tos[0]; ti++)
+            for (int f32 = 0; f32 < 2; f32++) {
+                const size_t rows = shapes[s][0], cols = shapes[s][1], es = f32 ? 4 : 2;
+                const int to = tos[ti];
+                uint8_t *src = malloc(es * rows * cols);
+                gm_bf16 *want = malloc(2 * rows * cols), *dst = malloc(2 * rows * cols);
+                for (size_t i = 0; i < rows * cols; i++) {
+                    const uint32_t bits = (uint32_t)(i * 2654435761u >> 7) & 0x7F7FFFFFu; /* finite */
+                    float v;
+                    memcpy(&v, &bits, 4);
+                    if (f32)
+                        memcpy(src + 4 * i, &v, 4);
+                    else
+                        memcpy(src + 2 * i, &(gm_bf16){(gm_bf16)bits}, 2);
+                    want[i] = f32 ? gm_f32_to_bf16(v) : (gm_bf16)bits;
+                }
+                memset(dst, 0xAB, 2 * rows * cols);
+                const size_t cut = rows / 3; /* two calls, as the loader's pieces make them */
+                const gm_src_type type = f32 ? GM_SRC_F32 : GM_SRC_BF16;
+                gm_convert_rows(dst, src, type, rows, cols, 0, cut, to);
+                gm_convert_rows(dst, src + cut * cols * es, type, rows, cols, cut, rows, to);
+                /* (rows, cols) is HF's (out, in): row r is output r, column c input c, of W (in, out) = (cols, rows) */
+                gm_bf16 *kn = malloc(2 * rows * cols);
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t c = 0; c < cols; c++)
+                        kn[c * rows + r] = want[r * cols + c];
+                const gm_wform form = to == 1 ? GM_W_KN : to == 16 ? GM_W_PANEL16 : GM_W_PANEL32;
+                gm_bf16 *laid = to == 24 ? NULL : in_form(kn, (int)cols, (int)rows, form);
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t c = 0; c < cols; c++) {
+                        const size_t p0 = r / to * to, w = rows - p0 < (size_t)to ? rows - p0 : (size_t)to;
+                        const size_t at = to == 1 ? c * rows + r : p0 * cols + c * w + r - p0;
+                        if (dst[at] != want[r * cols + c])
+                            cr_assert_fail("%s, %zux%zu to %d%s: [%zu][%zu] is 0x%04x, expected 0x%04x", t, rows, cols,
+                                           to, f32 ? " from f32" : "", r, c, dst[at], want[r * cols + c]);
+                        if (laid)
+                            cr_assert_eq(at, gm_w_index(form, cols, rows, c, r), "gm_w_index(%d, %zu, %zu)", form, c,
+                                         r);
+                    }
+                if (laid)
+                    cr_assert(memcmp(laid, dst, 2 * rows * cols) == 0, "%s, %zux%zu to %d: not as in_form", t, rows,
+                              cols, to);
+                free(src), free(want), free(dst), free(kn), free(laid);
+            }
     done();
 }
 
@@ -565,7 +661,7 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
 /*
 ** Each epilogue is the product, then the step, whatever the tier folds into
 ** its products: GM_EP_ADD is the stored output added into R with one
-** rounding; GM_EP_SWIGLU is gate and up stored, then gm_swiglu. Both forms
+** rounding; GM_EP_SWIGLU is gate and up stored, then gm_swiglu. Every form
 ** of W, one row and many (more than two blocks of 32 tokens), k longer
 ** than a piece of the tile products (2100 > GM_NK_KC) and with a tail,
 ** outputs past a stripe, on 2 threads.
@@ -580,18 +676,20 @@ Test(kernels, epilogues_are_the_product_then_the_step_on_every_tier)
         float *X = malloc(sizeof(float) * T * K), *R0 = malloc(sizeof(float) * ny);
         float *g = malloc(sizeof(float) * ny), *u = malloc(sizeof(float) * ny), *g2 = malloc(sizeof(float) * ny);
         float *u2 = malloc(sizeof(float) * ny), *R = malloc(sizeof(float) * ny), *want = malloc(sizeof(float) * ny);
-        gm_bf16 *W[2] = {malloc(2 * (size_t)K * N), malloc(2 * (size_t)K * N)}, *Wn[2], *b = malloc(2 * (size_t)N);
+        gm_bf16 *W[2] = {malloc(2 * (size_t)K * N), malloc(2 * (size_t)K * N)}, *Wf[GM_W_FORMS][2];
+        gm_bf16 *b = malloc(2 * (size_t)N);
         fill(X, T * K, W[0], K * N, K);
         fill(X, 0, W[1], K * N, K);
-        Wn[0] = rows_of(W[0], K, N), Wn[1] = rows_of(W[1], K, N);
+        for (int f = 0; f < GM_W_FORMS; f++)
+            Wf[f][0] = in_form(W[0], K, N, (gm_wform)f), Wf[f][1] = in_form(W[1], K, N, (gm_wform)f);
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
         for (size_t i = 0; i < ny; i++)
             R0[i] = gm_bf16_to_f32(gm_f32_to_bf16(4.0f * rnd()));
         EACH_TIER(t)
-        for (int form = GM_W_KN; form <= GM_W_NK; form++)
+        for (int form = 0; form < GM_W_FORMS; form++)
             for (int round = 0; round < 2; round++) {
-                const gm_bf16 *const *w = form == GM_W_KN ? (const gm_bf16 *const *)W : (const gm_bf16 *const *)Wn;
+                const gm_bf16 *const *w = (const gm_bf16 *const *)Wf[form];
                 /* the residual add */
                 const gm_out plain = {.Y = want, .W = w[0], .bias = b, .N = N, .form = (gm_wform)form};
                 gm_matmul_outs(pool, X, T, K, &plain, 1, round);
@@ -617,8 +715,11 @@ Test(kernels, epilogues_are_the_product_then_the_step_on_every_tier)
                           t, form, T, K, N, round);
             }
         free(X), free(R0), free(g), free(u), free(g2), free(u2), free(R), free(want), free(b);
-        for (int i = 0; i < 2; i++)
-            free(W[i]), free(Wn[i]);
+        for (int i = 0; i < 2; i++) {
+            free(W[i]);
+            for (int f = 0; f < GM_W_FORMS; f++)
+                free(Wf[f][i]);
+        }
     }
     done();
     gm_pool_free(pool);
@@ -667,25 +768,39 @@ Test(kernels, amx_products_read_each_weight_byte_once)
 
 Test(kernels, every_register_tile_height_gives_the_same_bits_as_portable)
 {
-    /* T = 1 to 21 rows: every tile height of every tier (1 to 8 rows), the rows left over, two k-blocks, tail columns */
+    /*
+    ** T = 1 to 21 rows: every tile height of every tier (1 to 8 rows), the
+    ** rows left over, two k-blocks, tail columns (N = 200: a last panel of 8
+    ** columns in either panel form, a last tile of 8 on AVX2 and of 8 on
+    ** AVX-512), W (in, out) and in panels, on 1 and 2 threads: every output
+    ** the bits of the portable tier's (in, out) product on 1 thread.
+    */
     const int Ks[] = {40, 300};
     enum { N = 200, MAXT = 21, MAXK = 300 };
-    gm_pool *pool = gm_pool_new(1);
+    gm_pool *pools[2] = {gm_pool_new(1), gm_pool_new(2)};
     float *X = malloc(sizeof(float) * MAXT * MAXK), *Y[2] = {malloc(sizeof(float) * MAXT * N), malloc(sizeof(float) * MAXT * N)};
     gm_bf16 *W = malloc(2 * (size_t)MAXK * N);
     for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
         for (int T = 1; T <= MAXT; T++) {
             const int K = Ks[ki];
             fill(X, T * K, W, K * N, K);
+            gm_bf16 *Wf[KN_FORMS];
+            for (int f = 0; f < KN_FORMS; f++)
+                Wf[f] = in_form(W, K, N, kn_forms[f]);
             gm_kernels_select("portable");
-            gm_matmul(pool, Y[0], X, W, NULL, T, K, N, 0);
-            EACH_TIER(t) { /* (in, out): one sum in k order on every tier, the AMX ones' being AVX-512's */
-                gm_matmul(pool, Y[1], X, W, NULL, T, K, N, 0);
-                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d: %s and portable differ", T, K, t);
-            }
+            gm_matmul(pools[0], Y[0], X, W, NULL, T, K, N, 0);
+            EACH_TIER(t) /* one sum in k order on every tier, the AMX ones' being AVX-512's */
+            for (int f = 0; f < KN_FORMS; f++)
+                for (int th = 0; th < 2; th++) {
+                    product(pools[th], Y[1], X, Wf[f], NULL, T, K, N, 0, kn_forms[f]);
+                    cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
+                              "T=%d K=%d form %d, %d thread(s): %s and portable differ", T, K, kn_forms[f], th + 1, t);
+                }
+            for (int f = 0; f < KN_FORMS; f++)
+                free(Wf[f]);
         }
     done();
-    gm_pool_free(pool);
+    gm_pool_free(pools[0]), gm_pool_free(pools[1]);
     free(X), free(Y[0]), free(Y[1]), free(W);
 }
 

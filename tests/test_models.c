@@ -161,8 +161,15 @@ static void assert_loads_bit_exact(const gm_model_entry *e, gm_wform form)
             const int64_t rows = raw[i].shape[0], cols = raw[i].rank == 2 ? raw[i].shape[1] : 1;
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t c = 0; c < cols; c++) {
-                    /* HF (out, in) at [r][c]; a projection in the form GM_W_KN held transposed, at [c][r] */
-                    const size_t at = spec->transpose && form == GM_W_KN ? (size_t)(c * rows + r) : (size_t)(r * cols + c);
+                    /*
+                    ** HF (out, in) at [r][c]; a projection in the form GM_W_KN held transposed, at [c][r]; in a panel
+                    ** form (in, out) in panels of P outputs, each [cols][w] (w = P but in the last), at [c][r % P]
+                    ** of its panel, which starts at output r / P * P times cols
+                    */
+                    const int64_t P = form == GM_W_PANEL16 ? 16 : form == GM_W_PANEL32 ? 32 : rows, p0 = r / P * P;
+                    const int64_t w = rows - p0 < P ? rows - p0 : P;
+                    const size_t at = spec->transpose && form != GM_W_NK ? (size_t)(p0 * cols + c * w + r - p0)
+                                                                         : (size_t)(r * cols + c);
                     const gm_bf16 want = raw_bf16(&raw[i], (size_t)(r * cols + c));
                     if (got[at] != want)
                         cr_assert_fail("%s, form %d: %s[%lld][%lld] is 0x%04x, the file gives 0x%04x", e->id, form,
@@ -181,12 +188,12 @@ static void assert_loads_bit_exact(const gm_model_entry *e, gm_wform form)
     free(w);
 }
 
-Test(models, golden_loader_returns_every_tensor_bit_exact_in_either_form)
+Test(models, golden_loader_returns_every_tensor_bit_exact_in_every_form)
 {
     int n = 0;
     GM_FOR_EACH_MODEL(e, gm_golden_models) {
-        assert_loads_bit_exact(e, GM_W_KN);
-        assert_loads_bit_exact(e, GM_W_NK);
+        for (int f = 0; f < GM_W_FORMS; f++)
+            assert_loads_bit_exact(e, (gm_wform)f);
         n++;
     }
     cr_assert_eq(n, 7, "expected the 7 golden models, found %d", n);
@@ -207,7 +214,9 @@ Test(models, the_registry_loads_in_the_form_the_running_tier_reads)
         rt_model m;
         e->view(w, layers, &m);
         cr_assert_eq(m.wform, gm_kernels_info(*t)->wform, "%s: loaded in form %d", *t, m.wform);
-        cr_assert_eq(m.wform, !strncmp(*t, "amx", 3) ? GM_W_NK : GM_W_KN, "%s", *t);
+        /* the AMX tiers read HF's (out, in) in place; the FMA tiers panels as wide as their register tiles */
+        const gm_wform want = !strncmp(*t, "amx", 3) ? GM_W_NK : !strncmp(*t, "avx512", 6) ? GM_W_PANEL32 : GM_W_PANEL16;
+        cr_assert_eq(m.wform, want, "%s: loaded in form %d, expected %d", *t, m.wform, want);
         e->free(w);
         free(w);
         free(layers);

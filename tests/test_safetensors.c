@@ -1160,6 +1160,8 @@ Test(weights_load, loads_pieces_and_blocks_of_rows_bit_exact, .init = make_dir, 
     ** big: 1100 rows of 8 KB, bf16, transposed: two pieces (the loader's
     ** pieces are about 8 MB of rows), each read in blocks of 256 rows, the
     ** last one short. small: f32, transposed and rounded. vec: bf16 as is.
+    ** In every form: (out, in) as the file holds it, (in, out), and (in, out)
+    ** in panels of 16 and 32 outputs (the last, 12 wide).
     */
     enum { BR = 1100, BC = 4096, SR = 300, SC = 24, VN = 1000 };
     const size_t big_bytes = 2u * BR * BC, small_bytes = 4u * SR * SC, vec_bytes = 2u * VN;
@@ -1187,23 +1189,29 @@ Test(weights_load, loads_pieces_and_blocks_of_rows_bit_exact, .init = make_dir, 
         {"small", 0, offsetof(fixture_weights, small), 2, {SR, SC}, 1},
         {"vec", 0, offsetof(fixture_weights, vec), 1, {VN, 0}, 0},
     };
-    for (int form = GM_W_KN; form <= GM_W_NK; form++)
+    for (int form = 0; form < GM_W_FORMS; form++)
         for (int threads = 1; threads <= 3; threads++) {
             fixture_weights w = {0};
             gm_arena arena;
             const gm_weights_layout lay = {&w, NULL, 0, 0, &arena, (gm_wform)form};
             gm_status st = {0};
             cr_assert_eq(gm_weights_load(&lay, specs, 3, fixture_dir, threads, &st), GM_OK, "%s", st.msg);
-            const int kn = form == GM_W_KN;
+            const int kn = form != GM_W_NK; /* held (in, out): row-major, or in panels of P outputs */
+            const size_t P = form == GM_W_PANEL16 ? 16 : form == GM_W_PANEL32 ? 32 : 0;
             for (size_t r = 0; r < BR; r++)
-                for (size_t c = 0; c < BC; c++)
-                    if (w.big[kn ? c * BR + r : r * BC + c] != big[r * BC + c])
+                for (size_t c = 0; c < BC; c++) {
+                    const size_t p0 = P ? r / P * P : 0, pw = !P ? BR : BR - p0 < P ? BR - p0 : P;
+                    if (w.big[kn ? p0 * BC + c * pw + r - p0 : r * BC + c] != big[r * BC + c])
                         cr_assert_fail("form %d, %d threads: big[%zu][%zu] differs from the file's 0x%04x", form,
                                        threads, r, c, big[r * BC + c]);
-            for (int r = 0; r < SR; r++)
-                for (int c = 0; c < SC; c++)
-                    cr_assert_eq(w.small[kn ? c * SR + r : r * SC + c], gm_f32_to_bf16(small[r * SC + c]),
-                                 "form %d, %d threads: small[%d][%d]", form, threads, r, c);
+                }
+            for (size_t r = 0; r < SR; r++)
+                for (size_t c = 0; c < SC; c++) {
+                    const size_t p0 = P ? r / P * P : 0, pw = !P ? SR : SR - p0 < P ? SR - p0 : P;
+                    cr_assert_eq(w.small[kn ? p0 * SC + c * pw + r - p0 : r * SC + c],
+                                 gm_f32_to_bf16(small[r * SC + c]), "form %d, %d threads: small[%zu][%zu]", form,
+                                 threads, r, c);
+                }
             cr_assert_eq(memcmp(w.vec, vec, vec_bytes), 0, "%d threads: vec differs", threads);
             /* what the file holds as it is used stays in its mapping; only what is transformed takes the arena */
             const char *lo = arena.base, *hi = lo + arena.size;

@@ -66,7 +66,8 @@ void llama_3_2_1b_config_export(const llama_3_2_1b_Config *c, gm_config *out)
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
 ** shape as HF stores it, and whether it is a projection, handed over
-** transposed, (in, out), in the form GM_W_KN.
+** transposed, (in, out), in the form GM_W_KN, and (in, out) in panels in
+** GM_W_PANEL16 and GM_W_PANEL32.
 */
 static const gm_tensor_spec tensors[] = {
     {"model.embed_tokens.weight", 0, offsetof(llama_3_2_1b_Weights, tok_embd), 2, {128256, 2048}, 0}, /* (vocab_size, emb_dim) */

@@ -66,7 +66,8 @@ void mistral_7b_v0_3_config_export(const mistral_7b_v0_3_Config *c, gm_config *o
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
 ** shape as HF stores it, and whether it is a projection, handed over
-** transposed, (in, out), in the form GM_W_KN.
+** transposed, (in, out), in the form GM_W_KN, and (in, out) in panels in
+** GM_W_PANEL16 and GM_W_PANEL32.
 */
 static const gm_tensor_spec tensors[] = {
     {"model.embed_tokens.weight", 0, offsetof(mistral_7b_v0_3_Weights, tok_embd), 2, {32768, 4096}, 0}, /* (vocab_size, emb_dim) */

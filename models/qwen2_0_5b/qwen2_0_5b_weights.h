@@ -42,9 +42,10 @@ typedef struct qwen2_0_5b_Config {
 
 /*
 ** One decoder layer. Projections are held as (in, out), row-major: y = x @ W
-** (HF stores (out, in); the loader transposes), unless loaded in the form
-** GM_W_NK (qwen2_0_5b_weights_load_form): then as HF stores them, (out, in).
-** Norms and biases are 1-D.
+** (HF stores (out, in); the loader transposes), unless loaded in another
+** form (qwen2_0_5b_weights_load_form): GM_W_NK, as HF stores them, (out, in);
+** GM_W_PANEL16 or GM_W_PANEL32, (in, out) in panels of 16 or 32 outputs
+** (gm/kernels.h). Norms and biases are 1-D.
 */
 typedef struct qwen2_0_5b_LayerWeights {
     gm_bf16 *attn_norm; /* (emb_dim) = (896), from model.layers.{L}.input_layernorm.weight */
@@ -67,7 +68,7 @@ typedef struct qwen2_0_5b_LayerWeights {
 */
 typedef struct qwen2_0_5b_Weights {
     qwen2_0_5b_Config config;
-    gm_wform form;     /* how the projections are held: GM_W_KN (in, out) or GM_W_NK (out, in) */
+    gm_wform form;     /* how the projections are held: GM_W_KN (in, out), GM_W_NK (out, in), or in panels */
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (151936, 896), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (896), from model.norm.weight */
     gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 896), tied: aliases tok_embd (lm_head.weight absent) */
@@ -97,9 +98,12 @@ void qwen2_0_5b_config_export(const qwen2_0_5b_Config *c, gm_config *out);
 int qwen2_0_5b_weights_load(qwen2_0_5b_Weights *w, const char *dir, gm_status *st);
 
 /*
-** The same, with the projections in the given form: GM_W_KN as above, or
-** GM_W_NK, (out, in), the file's own bytes, used in place. gm_kernels_wform()
-** is the form the running kernel tier reads best: what the runner wants.
+** The same, with the projections in the given form: GM_W_KN as above;
+** GM_W_NK, (out, in), the file's own bytes, used in place; or GM_W_PANEL16
+** or GM_W_PANEL32, (in, out) cut into panels of 16 or 32 outputs, each
+** (in, 16 or 32) row-major, one after another (the last one narrower when
+** they do not divide out). gm_kernels_wform() is the form the running
+** kernel tier reads best: what the runner wants.
 */
 int qwen2_0_5b_weights_load_form(qwen2_0_5b_Weights *w, const char *dir, gm_wform form, gm_status *st);
 
@@ -109,9 +113,10 @@ void qwen2_0_5b_weights_free(qwen2_0_5b_Weights *w);
 /*
 ** The HF-name mapping: the buffer loaded for HF tensor hf_name
 ** ("model.layers.3.mlp.up_proj.weight") and, in *spec when not NULL, its
-** shape and whether it is a projection (held transposed in the form
-** GM_W_KN); NULL for a name the model does not load (a tied lm_head.weight
-** included: use w->lm_head).
+** shape and whether it is a projection (held in w->form: transposed in
+** GM_W_KN, in panels in GM_W_PANEL16 and GM_W_PANEL32, its element (k, n)
+** at gm_w_index(w->form, in, out, k, n)); NULL for a name the model does
+** not load (a tied lm_head.weight included: use w->lm_head).
 */
 const gm_bf16 *qwen2_0_5b_weights_find(const qwen2_0_5b_Weights *w, const char *hf_name,
                                     const gm_tensor_spec **spec);

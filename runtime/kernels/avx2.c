@@ -2,8 +2,9 @@
 ** The AVX2 + FMA tier: compiled for those instructions, and only called
 ** when the CPU has both (dispatch.c asks gm_cpu_features). Its products,
 ** attention's products and element-wise steps are vec_kernels.h and
-** vec_steps.h at 8 lanes (v8.h), the source the AVX-512 tier runs at 16;
-** the load-time transposes are its own.
+** vec_steps.h at 8 lanes (v8.h), the source the AVX-512 tier runs at 16,
+** on W in panels of 16 columns, its form (GM_W_PANEL16); the load-time
+** transposes, into (in, out) or into panels, are its own.
 */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -90,6 +91,23 @@ static void transpose32x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t l
     }
 }
 
+/* 16 rows x 16 columns of src into 16 destination runs of 16 values (32 bytes), streamed when aligned. */
+static void transpose16x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
+{
+    __m256i o[16];
+    for (int i = 0; i < 16; i++)
+        _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
+    transpose16(o, src, ls);
+    const int aligned = (((uintptr_t)dst | ld * 2) % 32) == 0;
+    for (int c = 0; c < 16; c++) {
+        __m256i *d = (__m256i *)(void *)(dst + c * ld);
+        if (aligned)
+            _mm256_stream_si256(d, o[c]);
+        else
+            _mm256_storeu_si256(d, o[c]);
+    }
+}
+
 /*
 ** The 32 x 16 tiles of a block; the rows past the last 32 and the columns
 ** past the last 16 go to the portable transpose.
@@ -105,12 +123,45 @@ static void transpose_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t ro
     gm_transpose_part_portable(dst, blk, n, rows, cols, r0, c16, cols);
 }
 
+/*
+** Into panels (gm_tier.panels): each whole panel of 32 or 16 rows of the
+** block is its columns 16 at a time, transposed in registers (32 x 16 or
+** 16 x 16) into 16 rows of the panel, which lie one after another: the
+** panel is written front to back, in streamed lines. Other panels, and
+** the columns past the last 16, go to the portable transpose.
+*/
+static void panels_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P)
+{
+    for (size_t r = 0; r < n;) {
+        const size_t p0 = (r0 + r) / (size_t)P * (size_t)P, w = rows - p0 < (size_t)P ? rows - p0 : (size_t)P;
+        const size_t q = r0 + r - p0, m = w - q < n - r ? w - q : n - r; /* rows q.. of this panel, m of them */
+        gm_bf16 *d = dst + p0 * cols;
+        const gm_bf16 *s = blk + r * cols;
+        size_t c16 = 0;
+        if (q == 0 && m == w && (w == 32 || w == 16)) {
+            c16 = cols / 16 * 16;
+            for (size_t c = 0; c < c16; c += 16) {
+                if (w == 32)
+                    transpose32x16(d + c * w, w, s + c, cols);
+                else
+                    transpose16x16(d + c * w, w, s + c, cols);
+            }
+        }
+        gm_transpose_part_portable(d, s, m, w, cols, q, c16, cols);
+        r += m;
+    }
+    _mm_sfence();
+}
+
 const gm_tier gm_tier_avx2 = {
     .name = "avx2",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
+    .wform = GM_W_PANEL16,
     .lanes = 8,
     .band = band_avx2,
+    .panel_unit = NC,
     .gemv = gemv_avx2,
+    .gemv_panels = gemv_panels_avx2,
     .dot = dot_avx2,
     .dot_rows = dot_rows_avx2,
     .finish = finish_avx2,
@@ -118,6 +169,7 @@ const gm_tier gm_tier_avx2 = {
     .norm_scale = norm_scale_avx2,
     .swiglu = swiglu_avx2,
     .transpose = transpose_avx2,
+    .panels = panels_avx2,
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
     .exp_sum = exp_sum_avx2,

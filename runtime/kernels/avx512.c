@@ -1,8 +1,10 @@
 /*
 ** The AVX-512 tier: vec_kernels.h and vec_steps.h, the AVX2 tier's source,
 ** at 16 lanes (v16.h): register tiles of up to 8 rows by 32 columns for many
-** rows (band), 32 columns a step for one (gemv), the products against W^T
-** (the LM head), attention's two products and the element-wise steps.
+** rows (band), 32 columns a step for one (gemv), on W in panels of 32
+** columns, its form (GM_W_PANEL32: a tile's k-block is one run of memory),
+** the products against W^T (the LM head), attention's two products and the
+** element-wise steps.
 ** Compiled for AVX-512 F/BW/VL here, and for AVX2 as the software model of
 ** those operations in avx512_model.c ("avx512-model"), which the tests run
 ** on any CPU with AVX2. The load-time transposes are the AVX2 tier's.
@@ -44,10 +46,13 @@ const gm_tier TIER(gm_tier) = {
     .name = "avx512",
     .needs = GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
+    .wform = GM_W_PANEL32,
     .lanes = 16,
     .base = &gm_tier_avx2, /* the transposes */
     .band = TIER(band),
+    .panel_unit = NC,
     .gemv = TIER(gemv),
+    .gemv_panels = TIER(gemv_panels),
     .dot = TIER(dot),
     .dot_rows = TIER(dot_rows),
     .finish = TIER(finish),

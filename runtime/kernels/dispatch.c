@@ -39,9 +39,11 @@ static gm_tier_info infos[TIERS];
 static void inherit(gm_tier *k, const gm_tier *from)
 {
 #define FROM_BASE(f) (k->f = k->f ? k->f : from->f)
-    FROM_BASE(band), FROM_BASE(gemv), FROM_BASE(dot), FROM_BASE(dot_rows);
+    FROM_BASE(band), FROM_BASE(panel_unit), FROM_BASE(gemv), FROM_BASE(gemv_panels);
+    FROM_BASE(dot), FROM_BASE(dot_rows);
     FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
+    FROM_BASE(panels);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
     FROM_BASE(exp_sum);
 #undef FROM_BASE
@@ -199,12 +201,13 @@ void gm_ep_rows(const gm_tier *k, const gm_out *o, const gm_out *o2, gm_epilogue
 ** One call: X against one or more weights, in units: an output, or for
 ** GM_EP_SWIGLU a pair (gate, up) whose columns are done together. Task t of
 ** a blocked run is part t - first[u] of unit u (first[] counts the parts
-** before each unit); task t of a one-row run (GM_W_KN) is thread t's work
-** (gemv_part).
+** before each unit); task t of a one-row run ((in, out) or panels) is
+** thread t's work (gemv_part).
 */
 typedef struct mm_job {
     const float *X;
     int T, K, round, n_units, step; /* step: outputs a unit (2 for SwiGLU pairs) */
+    int P;                          /* W in panels of P columns; 0: (in, out) row-major or (out, in) */
     const gm_out *outs;
     gm_epilogue ep;
     int first[GM_MAX_OUTS + 1], rows[GM_MAX_OUTS]; /* a unit's parts, and the outputs (columns or rows) of each */
@@ -233,7 +236,11 @@ static void set_parts(mm_job *j, int u, int rows)
     j->first[u + 1] = j->first[u] + (N + j->rows[u] - 1) / j->rows[u];
 }
 
-/* Task i (GM_W_KN, T > 1): up to CHUNK neighbouring bands of BAND columns of a unit, multiplied a k-block at a time. */
+/*
+** Task i ((in, out) or panels, T > 1): up to CHUNK neighbouring bands of
+** BAND columns of a unit (whole panels: BAND is a multiple of 32),
+** multiplied a k-block at a time.
+*/
 static void matmul_chunk(void *ctx, int i)
 {
     const mm_job *j = ctx;
@@ -241,21 +248,22 @@ static void matmul_chunk(void *ctx, int i)
     const int u = unit_part(j, i, &c0, &c1);
     const gm_out *o = &j->outs[u * j->step], *o2 = j->step == 2 ? o + 1 : NULL;
     for (const gm_out *w = o; w; w = w == o ? o2 : NULL) {
-        const gm_band b = {w->Y, j->X, w->W, w->N, j->K, w->N, j->T, j->K, c0, c1};
+        const gm_band b = {w->Y, j->X, w->W, w->N, j->K, w->N, j->T, j->K, c0, c1, j->P};
         j->k->band(&b);
     }
     gm_ep_rows(j->k, o, o2, j->ep, j->round, 0, j->T, c0, c1);
 }
 
 /*
-** One row of X (GM_W_KN): memory-bound, so W is streamed once with no
-** packing. The outputs read whole go one to a thread, each front to back, a
-** long run of memory the hardware prefetcher streams by itself (gate and up
-** on two threads, k and v). The others are split by columns, each thread
-** taking its share of every row, a run too short for the prefetcher, so the
-** kernel fetches it ahead (q, o, down). Splitting a matrix by rows instead
-** would change the order of each sum. A SwiGLU pair is finished afterwards
-** (swiglu_part), its two outputs being on two threads.
+** One row of X ((in, out) or panels): memory-bound, so W is streamed once
+** with no packing. The outputs read whole go one to a thread, each front to
+** back, a long run of memory the hardware prefetcher streams by itself
+** (gate and up on two threads, k and v). The others are split by columns
+** (q, o, down; splitting a matrix by rows instead would change the order of
+** each sum): in panels each thread's share is whole panels, again one run
+** of memory; in (in, out) it is a share of every row, a run too short for
+** the prefetcher, so the kernel fetches it ahead. A SwiGLU pair is finished
+** afterwards (swiglu_part), its two outputs being on two threads.
 */
 static void gemv_part(void *ctx, int t)
 {
@@ -271,7 +279,10 @@ static void gemv_part(void *ctx, int t)
             continue;
         }
         if (n0 < n1) {
-            j->k->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
+            if (j->P)
+                j->k->gemv_panels(o->Y, j->X, o->W, j->K, o->N, j->P, n0, n1);
+            else
+                j->k->gemv(o->Y, j->X, o->W, o->N, j->K, n0, n1, n1 - n0 < o->N);
             if (j->ep != GM_EP_SWIGLU)
                 gm_ep_rows(j->k, o, NULL, j->ep, j->round, 0, 1, n0, n1);
         }
@@ -286,16 +297,25 @@ static void swiglu_part(void *ctx, int i)
     gm_ep_rows(j->k, &j->outs[2 * u], &j->outs[2 * u + 1], GM_EP_SWIGLU, j->round, 0, 1, n0, n1);
 }
 
+/*
+** W (in, out), row-major or in panels. A tier whose register tiles are
+** wider than the panels (AVX-512's 32 columns on panels of 16) hands the
+** product to the portable tier, which reads panels of any width.
+*/
 static void matmul_kn(gm_pool *p, mm_job *j)
 {
     const int n_outs = j->n_units * j->step;
+    j->P = gm_wform_panel(j->outs[0].form);
+    if (j->P % j->k->panel_unit)
+        j->k = tiers[TIERS - 1];
     if (j->T > 1) {
         for (int u = 0; u < j->n_units; u++)
             set_parts(j, u, CHUNK * BAND);
         gm_pool_run(p, j->first[j->n_units], matmul_chunk, j);
         return;
     }
-    /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up */
+    /* the longest tail of equal outputs that the threads share evenly goes whole: k and v, gate and up (per_thread's
+       shares of the others are whole multiples of GEMV_MIN columns, so of whole panels too) */
     j->threads = gm_pool_threads(p);
     j->whole_from = j->threads == 1 ? 0 : n_outs;
     for (int i = n_outs - 1; j->threads > 1 && i >= 0 && j->outs[i].N == j->outs[n_outs - 1].N; i--)
@@ -468,20 +488,24 @@ void gm_swiglu(float *g, const float *u, int n, int round) { tier()->swiglu(g, u
 static size_t src_size(gm_src_type type) { return type == GM_SRC_F32 ? 4 : 2; }
 
 void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type type, size_t rows, size_t cols, size_t r0, size_t r1,
-                     int transpose)
+                     int to)
 {
     /* rows per block: bf16 is transposed in place, other types are converted into a buffer first */
     const size_t block = type == GM_SRC_BF16 ? 256 : 32, es = src_size(type);
-    if (!transpose) {
+    if (!to) {
         gm_convert_portable(dst + r0 * cols, src, (r1 - r0) * cols, type);
         return;
     }
     const gm_tier *k = tier();
     gm_bf16 *tmp = type == GM_SRC_BF16 ? NULL : malloc(block * cols * 2);
     if (type != GM_SRC_BF16 && !tmp) { /* no memory for a block: one value at a time, the same result */
-        for (size_t r = r0; r < r1; r++)
+        const size_t P = to == 1 ? rows : (size_t)to; /* the transpose: one panel of every row */
+        for (size_t r = r0; r < r1; r++) {
+            const size_t p0 = r / P * P, w = rows - p0 < P ? rows - p0 : P;
             for (size_t c = 0; c < cols; c++)
-                gm_convert_portable(dst + c * rows + r, (const uint8_t *)src + ((r - r0) * cols + c) * es, 1, type);
+                gm_convert_portable(dst + p0 * cols + c * w + (r - p0),
+                                    (const uint8_t *)src + ((r - r0) * cols + c) * es, 1, type);
+        }
         return;
     }
     for (size_t r = r0; r < r1; r += block) {
@@ -492,7 +516,10 @@ void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type type, size_t row
             gm_convert_portable(tmp, s, n * cols, type);
             blk = tmp;
         }
-        k->transpose(dst, blk, n, rows, cols, r);
+        if (to == 1)
+            k->transpose(dst, blk, n, rows, cols, r);
+        else
+            k->panels(dst, blk, n, rows, cols, r, to);
     }
     free(tmp);
 }

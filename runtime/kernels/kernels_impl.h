@@ -30,14 +30,35 @@ static inline int gm_nk_kc(int K)
     return ((K + pieces - 1) / pieces + 31) / 32 * 32;
 }
 
-/* Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k order; W (in, out). */
+/*
+** Y[t][n0..n1) = X[t][0..K) @ W[0..K)[n0..n1) for t < T, each sum in k
+** order; W (in, out), row-major with rows ldw apart (P = 0), or in panels
+** of P columns (ldw is then W's N, its columns in all; n0 a multiple of P).
+*/
 typedef struct gm_band {
     float *Y;
     const float *X;
     const gm_bf16 *W;
     long ldy, ldx, ldw;
-    int T, K, n0, n1;
+    int T, K, n0, n1, P;
 } gm_band;
+
+/*
+** Column n of W's row 0 (W (in, out), K rows) and in *ld the distance
+** between its rows: W + n and ldw, row-major (P = 0); else in panel n / P,
+** its rows as wide as the panel (P, or what is left of N = ldw in the last).
+** Columns [n, n + m) of every row lie there when they are in one panel.
+*/
+static inline const gm_bf16 *gm_w_col(const gm_bf16 *W, long ldw, int P, int K, int n, long *ld)
+{
+    if (!P) {
+        *ld = ldw;
+        return W + n;
+    }
+    const long p0 = (long)n / P * P;
+    *ld = ldw - p0 < P ? ldw - p0 : P;
+    return W + p0 * K + (n - p0);
+}
 
 /*
 ** A block of a GM_W_NK product on tiles (nk_block): rows [n0, n1) of o's W
@@ -65,8 +86,13 @@ typedef struct gm_tier {
     /* every entry a table leaves NULL is its base's (dispatch.c fills them in once): what a wider tier reuses */
     const struct gm_tier *base;
 
-    /* the band above: many rows of X */
+    /*
+    ** The band above: many rows of X. Panels of a multiple of panel_unit
+    ** columns are read as they lie (dispatch.c hands any other width to the
+    ** portable tier, whose unit is 1).
+    */
     void (*band)(const gm_band *b);
+    int panel_unit;
 
     /*
     ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1): one row, W streamed once, row by
@@ -74,6 +100,14 @@ typedef struct gm_tier {
     ** for the hardware prefetcher (not for whole rows, which it streams itself).
     */
     void (*gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1, int fetch_ahead);
+
+    /*
+    ** y[n0..n1) = x[0..K) @ W[0..K)[n0..n1), one row, W in panels of P
+    ** columns (N in all; n0 a multiple of P, P a multiple of panel_unit): each
+    ** panel read front to back, a few side by side, a run of memory the
+    ** hardware prefetcher streams.
+    */
+    void (*gemv_panels)(float *y, const float *x, const gm_bf16 *W, int K, int N, int P, int n0, int n1);
 
     /* Y[t][n] = dot(X[t][0..K), W[n][0..K)) for t < rows (<= 4), one n. */
     void (*dot)(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows);
@@ -91,6 +125,13 @@ typedef struct gm_tier {
 
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
+
+    /*
+    ** The same rows into the panel form of P columns (gm/kernels.h) of the
+    ** (cols, rows) transposed matrix at dst: row r of blk is column r0 + r
+    ** (any r0: a panel's rows may come in several calls).
+    */
+    void (*panels)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P);
 
     /*
     ** A GM_W_NK product of bf16 values on tiles (NULL: none; such products
@@ -164,6 +205,9 @@ extern const gm_tier gm_tier_portable;
 extern const gm_tier gm_tier_avx2;
 extern const gm_tier gm_tier_avx512, gm_tier_avx512_model; /* avx512.c, avx512_model.c */
 extern const gm_tier gm_tier_amx, gm_tier_amx_model;       /* amx.c, amx_model.c */
+
+/* The portable panels (gm_tier.panels): a transpose of each panel's rows, one panel after another. */
+void gm_panels_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P);
 
 /* The portable transpose of rows [0, n) of blk, columns [c0, c1) only: what a wider tier leaves over. */
 void gm_transpose_part_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0,

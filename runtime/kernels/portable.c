@@ -1,8 +1,9 @@
 /*
 ** The portable tier: plain C, with the same cache blocking and the same
 ** order of every sum as the wider tiers, so that each output is the same
-** f32 sum (bit for bit where the products are exact: bf16 inputs). The
-** element-wise steps and their exp are the vector tiers' source at one lane
+** f32 sum (bit for bit where the products are exact: bf16 inputs), on W
+** (in, out) row-major or in panels of any width (its form: GM_W_PANEL16,
+** which the AVX2 tier reads as well). The element-wise steps and their exp are the vector tiers' source at one lane
 ** (vec_steps.h on v1.h), so they give the same bits. The load-time
 ** transposes use SSE2 where the compiler targets it (every x86-64 CPU has
 ** it), plain loops elsewhere; conversions are exact scalar code.
@@ -25,16 +26,21 @@ enum {
 /* ---------------------------------------------------------------------- */
 /* matrix products */
 
-static void pack_portable(float *dst, const gm_bf16 *W, long ldw, int k0, int k1, int n0, int ncols, int nr)
+/* Rows [k0, k1) of columns [n0, n0 + ncols) of b's W, in (in, out) or in panels, as f32 panels of nr columns. */
+static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, int ncols, int nr)
 {
+    const gm_bf16 *col[BAND];
+    long ld[BAND];
+    for (int c = 0; c < ncols; c++)
+        col[c] = gm_w_col(b->W, b->ldw, b->P, b->K, n0 + c, &ld[c]);
     const int kb = k1 - k0;
-    for (int k = k0; k < k1; k++) {
+    for (int k = k0; k < k1; k++) { /* row by row, as W lies in memory (panel by panel) */
         float *panel = dst;
         for (int n = 0; n < ncols; n += nr) {
             const int width = ncols - n < nr ? ncols - n : nr;
             float *d = panel + (long)(k - k0) * width;
             for (int j = 0; j < width; j++)
-                d[j] = gm_bf16_to_f32(W[(long)k * ldw + n0 + n + j]);
+                d[j] = gm_bf16_to_f32(col[n + j][(long)k * ld[n + j]]);
             panel += (long)kb * width;
         }
     }
@@ -55,9 +61,9 @@ static void micro_portable(float *Y, long ldy, const float *X, long ldx, const f
 }
 
 /*
-** The portable band (any width): for each k-block and each BAND of
-** columns, W is widened once into packed f32 panels, which every block of
-** MR rows of X then passes over.
+** The portable band (any width, W (in, out) or in panels of any width): for
+** each k-block and each BAND of columns, W is widened once into packed f32
+** panels, which every block of MR rows of X then passes over.
 */
 static void band_portable(const gm_band *b)
 {
@@ -69,7 +75,7 @@ static void band_portable(const gm_band *b)
         const int k1 = k0 + KB < b->K ? k0 + KB : b->K, kb = k1 - k0;
         for (int s0 = b->n0; s0 < vec_end; s0 += BAND) {
             const int s1 = s0 + BAND < vec_end ? s0 + BAND : vec_end;
-            pack_portable(packed, b->W, b->ldw, k0, k1, s0, s1 - s0, NR);
+            pack_portable(packed, b, k0, k1, s0, s1 - s0, NR);
             for (int t = 0; t < b->T; t += MR) {
                 const float *p = packed;
                 for (int n = s0; n < s1; n += NR) {
@@ -81,13 +87,16 @@ static void band_portable(const gm_band *b)
             }
         }
     }
-    for (int t = 0; t < b->T; t++) /* the last columns, fewer than 8 */
-        for (int n = vec_end; n < b->n1; n++) {
+    for (int n = vec_end; n < b->n1; n++) { /* the last columns, fewer than 8 */
+        long ld;
+        const gm_bf16 *w = gm_w_col(b->W, b->ldw, b->P, b->K, n, &ld);
+        for (int t = 0; t < b->T; t++) {
             float s = 0.0f;
             for (int k = 0; k < b->K; k++)
-                s += b->X[(long)t * b->ldx + k] * gm_bf16_to_f32(b->W[(long)k * b->ldw + n]);
+                s += b->X[(long)t * b->ldx + k] * gm_bf16_to_f32(w[(long)k * ld]);
             b->Y[(long)t * b->ldy + n] = s;
         }
+    }
 }
 
 static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, int K, int n0, int n1,
@@ -99,6 +108,22 @@ static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, 
     for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */
         for (int n = n0; n < n1; n++)
             y[n] += x[k] * gm_bf16_to_f32(W[(long)k * ldw + n]);
+}
+
+/* One row against W in panels of P: each panel's columns in [n0, n1), its rows in order. */
+static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int K, int N, int P, int n0, int n1)
+{
+    for (int n = n0; n < n1;) {
+        long ld;
+        const gm_bf16 *w = gm_w_col(W, N, P, K, n, &ld);
+        const int end = n / P * P + (int)ld, m = (end < n1 ? end : n1) - n; /* the panel's columns from n */
+        for (int j = 0; j < m; j++)
+            y[n + j] = 0.0f;
+        for (int k = 0; k < K; k++)
+            for (int j = 0; j < m; j++)
+                y[n + j] += x[k] * gm_bf16_to_f32(w[(long)k * ld + j]);
+        n += m;
+    }
 }
 
 static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
@@ -266,6 +291,21 @@ static void transpose_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_
     gm_transpose_part_portable(dst, blk, n, rows, cols, r0, 0, cols);
 }
 
+/*
+** Into panels of P: the rows of each panel transposed into it, a (cols, w)
+** matrix (w its width: P, or the rows left in the last) that starts at its
+** first row times cols.
+*/
+void gm_panels_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P)
+{
+    for (size_t r = 0; r < n;) {
+        const size_t p0 = (r0 + r) / (size_t)P * (size_t)P, w = rows - p0 < (size_t)P ? rows - p0 : (size_t)P;
+        const size_t q = r0 + r - p0, m = w - q < n - r ? w - q : n - r; /* rows q.. of this panel, m of them */
+        gm_transpose_part_portable(dst + p0 * cols, blk + r * cols, m, w, cols, q, 0, cols);
+        r += m;
+    }
+}
+
 /* ---------------------------------------------------------------------- */
 
 void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias, int T, int K, int N,
@@ -284,8 +324,11 @@ void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf
 
 const gm_tier gm_tier_portable = {
     .name = "portable",
+    .wform = GM_W_PANEL16,
     .band = band_portable,
+    .panel_unit = 1, /* any width */
     .gemv = gemv_portable,
+    .gemv_panels = gemv_panels_portable,
     .dot = dot_portable,
     .dot_rows = NULL,
     .finish = finish_portable,
@@ -293,6 +336,7 @@ const gm_tier gm_tier_portable = {
     .norm_scale = norm_scale_portable,
     .swiglu = swiglu_portable,
     .transpose = transpose_portable,
+    .panels = gm_panels_portable,
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
     .exp_sum = exp_sum_portable,

@@ -37,7 +37,7 @@ typedef struct item {
     st_source src;      /* the open file, from st_model */
     const void *data;   /* its bytes in the file's mapping */
     gm_src_type type;
-    int transpose;      /* transposed on the way in: a projection loaded in the form GM_W_KN */
+    int to;             /* gm_convert_rows' `to`: 0 as it is; a projection 1 (GM_W_KN) or its panel width */
     int in_place;       /* used where it lies in the mapping (else copied into the arena) */
     size_t offset;      /* its place in the arena, in bytes */
     gm_bf16 **field;    /* the Weights field that points at it */
@@ -70,7 +70,7 @@ static size_t cols_of(const st_tensor *t) { return t->rank == 2 ? (size_t)t->sha
 static size_t row_bytes(const item *it) { return cols_of(it->t) * st_dtype_size(it->t->dtype); }
 
 /* bf16 kept as is: used in place, or read straight into the arena (else it is transposed or converted). */
-static int read_straight(const item *it) { return !it->transpose && it->type == GM_SRC_BF16; }
+static int read_straight(const item *it) { return !it->to && it->type == GM_SRC_BF16; }
 
 static gm_bf16 *dst_of(const plan *p, const item *it)
 {
@@ -109,8 +109,10 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
             if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
                 return st->code;
             item *it = &p->items[p->n_items++];
-            *it = (item){t, st_model_source(m, t), st_model_data(m, t), src_type(t->dtype),
-                         s->transpose && lay->form == GM_W_KN, 0, p->size, field(lay, s, l)};
+            const gm_wform f = lay->form;
+            const int to = !s->transpose || f == GM_W_NK ? 0 : f == GM_W_KN ? 1 : gm_wform_panel(f);
+            *it = (item){t, st_model_source(m, t), st_model_data(m, t), src_type(t->dtype), to, 0, p->size,
+                         field(lay, s, l)};
             it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
             if (!it->in_place) {
                 const size_t bytes = (size_t)t->shape[0] * cols_of(t) * 2;
@@ -212,7 +214,7 @@ static void load_piece(void *ctx, int k)
     } else {
         for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
             const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
-            gm_convert_rows(dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->transpose);
+            gm_convert_rows(dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
         }
     }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -224,18 +226,20 @@ static void load_piece(void *ctx, int k)
 
 /*
 ** The kernel zeroes a fresh page when it is first touched. Where a tensor
-** is read straight in, that is just before the read fills it, while the
-** zeroes are still in cache, as for any copy. Where it is transposed, the
-** writes scatter over the whole tensor long after each page was zeroed,
-** so those tensors are touched up front instead (task k: piece k's, when it
-** is its tensor's first), zeroed in one stream (MADV_POPULATE_WRITE) rather
-** than faulted in under the transposes.
+** is read straight in, or put into panels (a piece's rows are whole panels,
+** one run of the arena, written front to back), that is just before the
+** piece's writes fill it, while the zeroes are still in cache, as for any
+** copy. Where it is transposed, the writes scatter over the whole tensor
+** long after each page was zeroed, so those tensors (and the converted ones)
+** are touched up front instead (task k: piece k's, when it is its tensor's
+** first), zeroed in one stream (MADV_POPULATE_WRITE) rather than faulted in
+** under the transposes.
 */
 static void touch_tensor(void *ctx, int k)
 {
     const plan *p = ctx;
     const piece *pc = &p->pieces[k];
-    if (pc->r0 != 0 || read_straight(pc->it))
+    if (pc->r0 != 0 || read_straight(pc->it) || pc->it->to > 1)
         return;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const gm_bf16 *dst = dst_of(p, pc->it);

@@ -5,14 +5,16 @@
 ** Work is split over the pool's threads by outputs. The widest tier the CPU
 ** has (gm/cpu.h) runs: AMX, AVX-512, AVX2+FMA, or the portable one.
 **
-** W comes in two forms (gm_wform): (in, out), which the FMA tiers read
-** best, and Hugging Face's (out, in), which the AMX tier reads straight
+** W comes in several forms (gm_wform): (in, out), the NPU pipeline's;
+** (in, out) cut into panels of 16 or 32 columns, which the FMA tiers read
+** best; and Hugging Face's (out, in), which the AMX tier reads straight
 ** into tiles; the loader gives the runner the running tier's form.
 ** Where X holds bf16 values (the runner's bf16 mode) every product is exact
 ** in f32, so only the order of the sums can tell the tiers apart: an
-** (in, out) product is one FMA chain in k order on every tier (the same
-** bits everywhere); an (out, in) one sums in TDPBF16PS's order on the AMX
-** tiers and in lanes on the FMA ones (gm_tier_info says which). In f32 mode
+** (in, out) or a panel product is one FMA chain in k order on every tier
+** (the same bits everywhere, in either form); an (out, in) one sums in
+** TDPBF16PS's order on the AMX tiers and in lanes on the FMA ones
+** (gm_tier_info says which). In f32 mode
 ** a fused multiply-add and a multiply-then-add differ in the last bits, and
 ** the AMX tier leaves X's products to the AVX-512 tier. The same choice of
 ** tier serves the load-time transposes at the end of this header.
@@ -29,16 +31,47 @@
 /*
 ** How a weight matrix W of K inputs and N outputs lies in memory. Each tier
 ** reads one form best (gm_kernels_wform), and the loader puts projections
-** in that form for the runner; every tier computes both, the other one on
-** a slower path of its own.
+** in that form for the runner; every tier computes every form, the others
+** on slower paths.
+**
+** The panel forms hold the (in, out) matrix as N / P panels of P columns
+** (P = 16 or 32), one after another, each row-major [K][P]; when P does not
+** divide N the last panel holds the N % P columns left, [K][N % P]. So
+** W's element (k, n), input k of output n, is at
+**     (n / P) * P * K + k * w + n % P,  w = min(P, N - (n / P) * P)
+** (gm_w_index), and a run of whole panels is one run of memory: a register
+** tile's k-block of P columns, or a thread's share of a one-row product.
 */
 typedef enum gm_wform {
-    GM_W_KN = 0, /* (in, out) row-major, y = x @ W: the NPU pipeline's layout (the loader transposes HF's) */
-    GM_W_NK = 1  /* (out, in) row-major, y = x @ W^T: Hugging Face's own, as the file holds it */
+    GM_W_KN = 0,      /* (in, out) row-major, y = x @ W: the NPU pipeline's layout (the loader transposes HF's) */
+    GM_W_NK = 1,      /* (out, in) row-major, y = x @ W^T: Hugging Face's own, as the file holds it */
+    GM_W_PANEL16 = 2, /* (in, out) in panels of 16 columns: the AVX2 and portable tiers' */
+    GM_W_PANEL32 = 3  /* (in, out) in panels of 32 columns: the AVX-512 tier's */
 } gm_wform;
 
+enum { GM_W_FORMS = 4 };
+
+/* The panel width P of a panel form; 0 for GM_W_KN and GM_W_NK. */
+static inline int gm_wform_panel(gm_wform form)
+{
+    return form == GM_W_PANEL16 ? 16 : form == GM_W_PANEL32 ? 32 : 0;
+}
+
+/* Where W's element (k, n) (input k, output n; W of K inputs and N outputs) lies in the given form. */
+static inline size_t gm_w_index(gm_wform form, size_t K, size_t N, size_t k, size_t n)
+{
+    const size_t P = (size_t)gm_wform_panel(form);
+    if (form == GM_W_NK)
+        return n * K + k;
+    if (!P)
+        return k * N + n;
+    const size_t p0 = n / P * P, w = N - p0 < P ? N - p0 : P;
+    return p0 * K + k * w + n - p0;
+}
+
 /*
-** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major (GM_W_KN).
+** Y[T][N] = X[T][K] @ W[K][N] (+ bias[N]); W is (in, out) row-major (GM_W_KN):
+** gm_matmul_outs takes W in any form.
 ** bias may be NULL. round: round each output to bf16 (after adding the bias).
 */
 void gm_matmul(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, const gm_bf16 *bias,
@@ -163,8 +196,8 @@ typedef struct gm_tier_info {
     int model;              /* a software model: runs only when selected */
     gm_wform wform;         /* the form of W its products read best, which the loader gives the runner */
     /*
-    ** The order of the sums of a GM_W_NK product of bf16 values (a GM_W_KN
-    ** one is one FMA chain in k order on every tier): tile_sums, TDPBF16PS's
+    ** The order of the sums of a GM_W_NK product of bf16 values (an (in, out)
+    ** or panel one is one FMA chain in k order on every tier): tile_sums, TDPBF16PS's
     ** (pairs of k, 32 at a time; tests/test_kernels.c writes it out from
     ** the SDM); else `lanes` partial sums added across at the end (0: one
     ** sum in k order).
@@ -175,7 +208,7 @@ typedef struct gm_tier_info {
 /* The named tier's traits (NULL: the running tier's); NULL for a name no tier has. */
 const gm_tier_info *gm_kernels_info(const char *name);
 
-/* The running tier's gm_kernels_info(NULL)->wform: the form the loader gives the runner. */
+/* The running tier's gm_kernels_info(NULL)->wform: the form the loader gives the runner (panels, on FMA tiers). */
 gm_wform gm_kernels_wform(void);
 
 /* Seconds spent so far, by every product of this process, making X bf16 (packing it) for the tile products. */
@@ -193,11 +226,14 @@ typedef enum gm_src_type { GM_SRC_BF16, GM_SRC_F16, GM_SRC_F32 } gm_src_type;
 
 /*
 ** Rows [r0, r1) of a (rows, cols) tensor of type src_type into dst, which
-** holds the whole tensor as bf16 (round to nearest even): row-major as is,
-** or transposed to (cols, rows). src points at row r0. Safe to call from
-** several threads at once on disjoint rows of one tensor.
+** holds the whole tensor as bf16 (round to nearest even), as `to` says: 0,
+** row-major as is; 1, transposed to (cols, rows) (GM_W_KN, of an (out, in)
+** projection); P > 1, transposed and held in panels of P of its columns (the
+** panel forms above: GM_W_PANEL16 and GM_W_PANEL32 are P = 16 and 32). src
+** points at row r0. Safe to call from several threads at once on disjoint
+** rows of one tensor.
 */
 void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type src_type, size_t rows, size_t cols, size_t r0,
-                     size_t r1, int transpose);
+                     size_t r1, int to);
 
 #endif

@@ -5,17 +5,18 @@
 **
 ** Projections are held in the form the caller asks for (gm_wform,
 ** gm/kernels.h): (in, out), the NPU pipeline's layout, transposed on the way
-** in; or (out, in), Hugging Face's, as the file holds it. Every tensor kept
-** as the file holds it (bf16, not transposed) is used in place, in the
-** files' read-only mappings, which stay open with the weights: no copy, no
-** fresh memory. (Its data must start at an even offset, as bf16 needs:
-** safetensors pads the header to 8 bytes and tensors follow each other, so
-** it always does; one that does not is copied.) The rest, converted from
-** F16 or F32 or transposed, lands in one arena: a single anonymous mapping,
-** asking for huge pages, filled by all threads from the mappings by the
-** kernels' load-time routines, each piece's file pages let go once it is
-** placed (the page cache keeps them), so that the process never holds the
-** file twice.
+** in; (in, out) in panels of 16 or 32 outputs, the FMA tiers', transposed
+** panel by panel on the way in; or (out, in), Hugging Face's, as the file
+** holds it. Every tensor kept as the file holds it (bf16, not transposed)
+** is used in place, in the files' read-only mappings, which stay open with
+** the weights: no copy, no fresh memory. (Its data must start at an even
+** offset, as bf16 needs: safetensors pads the header to 8 bytes and tensors
+** follow each other, so it always does; one that does not is copied.) The
+** rest, converted from F16 or F32, transposed or put into panels, lands in
+** one arena: a single anonymous mapping, asking for huge pages, filled by
+** all threads from the mappings by the kernels' load-time routines, each
+** piece's file pages let go once it is placed (the page cache keeps them),
+** so that the process never holds the file twice.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H
@@ -34,7 +35,7 @@ typedef struct gm_tensor_spec {
     size_t offset;       /* offsetof the gm_bf16 * field */
     int rank;            /* 1 or 2 */
     int64_t shape[2];    /* as HF stores it: (out, in) for projections */
-    int transpose;       /* 1: a projection, held as (in, out) row-major when loaded in the form GM_W_KN */
+    int transpose;       /* 1: a projection, held as (in, out) when loaded in GM_W_KN (row-major) or a panel form */
 } gm_tensor_spec;
 
 /* The memory every loaded tensor of a model lives in: the arena, and the files mapped. */
@@ -83,8 +84,9 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 
 /*
 ** The buffer the loader filled for HF tensor `name` ("model.layers.3.mlp.up_proj.weight"),
-** and its spec in *spec; NULL when no spec matches. It is held transposed,
-** (in, out), when spec->transpose is set and lay->form is GM_W_KN.
+** and its spec in *spec; NULL when no spec matches. When spec->transpose is
+** set it is held as lay->form says: transposed, (in, out), in GM_W_KN; in
+** panels of that transposed matrix in GM_W_PANEL16 and GM_W_PANEL32.
 */
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                                size_t n_specs, const char *name,

@@ -146,23 +146,28 @@ static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low
 }
 #endif
 
-static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
+/*
+** Token blocks [t0 / 16, ..) up to t1 of X (T rows, ld floats apart, K
+** values each) into Xp as nk_pack lays it out, nt tokens a tile: whole
+** tiles in registers (pack_tile), the k tail and a last, partial token
+** block value by value. -1 when a value is not a bf16 value.
+*/
+static int pack_b(void *Xp, const float *X, long ld, int T, int K, int nt, int t0, int t1)
 {
-    const int nt = tile_tokens(T);
     uint32_t inexact = 0;
 #ifndef GM_TILE_MODEL
     const int steps = (K + 31) / 32;
-    if (nt == 16 && t0 % 16 == 0) { /* whole tiles in registers; the last token block and k-step below */
+    if (nt == 16 && t0 % 16 == 0) {
         __m512i low = _mm512_setzero_si512();
         const int start = t0;
         for (; t0 + 16 <= t1 && t0 + 16 <= T; t0 += 16)
             for (int s = 0; s < K / 32; s++)
-                pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * K + 32 * s, K, &low);
+                pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * ld + 32 * s, ld, &low);
         inexact = (uint32_t)_mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) != 0;
         if (K % 32)
             for (int t = start; t < t0; t++) /* the k tail of the blocks above */
                 for (int k = K / 32 * 32; k < 32 * steps; k += 2) {
-                    const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * K);
+                    const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * ld);
                     const uint32_t lo = k < K ? x[k] : 0, h = k + 1 < K ? x[k + 1] : 0;
                     inexact |= (lo | h) & 0xFFFFu;
                     ((uint32_t *)xp_tile(Xp, nt, steps, t / 16, k / 32))[(k % 32) / 2 * nt + t % 16] =
@@ -172,7 +177,12 @@ static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
             return inexact ? -1 : 0;
     }
 #endif
-    return pack_pairs(Xp, X, K, T, K, nt, t0, t1) || inexact ? -1 : 0;
+    return pack_pairs(Xp, X, ld, T, K, nt, t0, t1) || inexact ? -1 : 0;
+}
+
+static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
+{
+    return pack_b(Xp, X, K, T, K, tile_tokens(T), t0, t1);
 }
 
 /*
@@ -437,8 +447,24 @@ static void TIER(nk_block)(const gm_nk_block *b)
 /* rows [0, rows) of X (ld floats apart) as bf16, cols values each, into A (16 * ceil(rows / 16) rows of acols); -1 if inexact */
 static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int cols)
 {
-    uint32_t low = 0;
     const int arows = (rows + 15) / 16 * 16;
+#ifndef GM_TILE_MODEL
+    /* 32 values a step, each float's high half (one permute), zeros past cols (acols is a multiple of 32) */
+    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                        23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i low = _mm512_setzero_si512();
+    for (int i = 0; i < arows; i++)
+        for (int c = 0; c < acols; c += 32) {
+            const int n0 = i < rows ? (cols - c < 0 ? 0 : cols - c < 16 ? cols - c : 16) : 0;
+            const int n1 = i < rows ? (cols - c - 16 < 0 ? 0 : cols - c - 16 < 16 ? cols - c - 16 : 16) : 0;
+            const __m512i a = _mm512_maskz_loadu_epi32((__mmask16)((1u << n0) - 1), X + (long)i * ld + c);
+            const __m512i b = _mm512_maskz_loadu_epi32((__mmask16)((1u << n1) - 1), X + (long)i * ld + c + 16);
+            low = _mm512_or_si512(low, _mm512_or_si512(a, b));
+            _mm512_storeu_si512((void *)(A + (long)i * acols + c), _mm512_permutex2var_epi16(a, hi, b));
+        }
+    return _mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) ? -1 : 0;
+#else
+    uint32_t low = 0;
     for (int i = 0; i < arows; i++) {
         const uint32_t *x = i < rows ? (const uint32_t *)(const void *)(X + i * ld) : NULL;
         for (int c = 0; c < acols; c++) {
@@ -448,6 +474,7 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
         }
     }
     return low ? -1 : 0;
+#endif
 }
 
 /*
@@ -458,6 +485,24 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
 static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
 {
     const int ks = (nk + 31) / 32, dc = (d + 15) / 16;
+#ifndef GM_TILE_MODEL
+    /* 16 columns a step: the two keys' values side by side, low half first; zeros past nk and d */
+    const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512i low = _mm512_setzero_si512();
+    for (int s = 0; s < ks; s++)
+        for (int r = 0; r < 16; r++) {
+            const int j = 32 * s + 2 * r;
+            for (int c = 0; c < 16 * dc; c += 16) {
+                const __mmask16 m = (__mmask16)((1u << (d - c < 16 ? d - c : 16)) - 1);
+                const __m512i lo = _mm512_maskz_loadu_epi32(j < nk ? m : 0, V + (long)j * ld + c);
+                const __m512i h = _mm512_maskz_loadu_epi32(j + 1 < nk ? m : 0, V + (long)(j + 1) * ld + c);
+                low = _mm512_or_si512(low, _mm512_or_si512(lo, h));
+                _mm512_store_si512((void *)(Vp + ((long)s * dc + c / 16) * 256 + r * 16),
+                                   _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(h, top)));
+            }
+        }
+    return _mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) ? -1 : 0;
+#else
     uint32_t low = 0;
     for (int s = 0; s < ks; s++)
         for (int r = 0; r < 16; r++) {
@@ -471,6 +516,7 @@ static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
             }
         }
     return low ? -1 : 0;
+#endif
 }
 
 /* The 16 x 16 C tile at rows i.., columns j.. of M (ld floats apart, rows x cols inside it) in or out, through buf */
@@ -578,13 +624,16 @@ static void tiles_mm(float *M, long ld, int rows, int cols, const gm_bf16 *A, in
     TILE_RELEASE();
 }
 
+/* Memory for packed operands: 64-byte aligned, as whole tiles are stored into it in registers' widths */
+static void *tiles_alloc(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
 static void TIER(attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk,
                               int d)
 {
     const int ds = (d + 31) / 32, acols = 32 * ds;
-    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? malloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
-    uint32_t *B = A ? malloc((size_t)(nk + 15) / 16 * ds * 1024) : NULL;
-    if (!B || pack_a(A, acols, Q, ldq, nq, d) || pack_pairs(B, K, ldk, nk, d, 16, 0, nk)) {
+    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? tiles_alloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
+    uint32_t *B = A ? tiles_alloc((size_t)(nk + 15) / 16 * ds * 1024) : NULL;
+    if (!B || pack_a(A, acols, Q, ldq, nq, d) || pack_b(B, K, ldk, nk, d, 16, 0, nk)) {
         free(A), free(B);
         gm_tier_filled(&REST)->attn_scores(S, lds, Q, ldq, nq, K, ldk, nk, d); /* f32, nothing to do, or no memory */
         return;
@@ -598,8 +647,8 @@ static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int 
                               int d, int accumulate)
 {
     const int ks = (nk + 31) / 32, acols = 32 * ks, dc = (d + 15) / 16;
-    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? malloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
-    uint32_t *B = A ? malloc((size_t)ks * dc * 1024) : NULL;
+    gm_bf16 *A = d > 0 && nq > 0 && nk > 0 ? tiles_alloc((size_t)(nq + 15) / 16 * 16 * acols * 2) : NULL;
+    uint32_t *B = A ? tiles_alloc((size_t)ks * dc * 1024) : NULL;
     if (!B || pack_a(A, acols, P, ldp, nq, nk) || pack_v(B, V, ldv, nk, d)) {
         free(A), free(B);
         gm_tier_filled(&REST)->attn_values(O, ldo, P, ldp, nq, V, ldv, nk, d, accumulate);

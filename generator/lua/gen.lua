@@ -353,9 +353,9 @@ local function tensor_view(spec, cfg, parts)
   local pviews, fmt
   if parts then
     pviews, fmt = part_views(spec, cfg, parts)
-    comment = string.format("(%s) = (%s), bf16 dequantized (%s) from the %d fields below%s",
-      table.concat(held_names, ", "), table.concat(held, ", "), fmt.title, #pviews,
-      spec.transpose and "; (out, in) in the form GM_W_NK" or "")
+    comment = string.format("(%s) = (%s), bf16 dequantized (%s) from the %s below%s",
+      table.concat(held_names, ", "), table.concat(held, ", "), fmt.title,
+      #pviews == 1 and "field" or #pviews .. " fields", spec.transpose and "; (out, in) in the form GM_W_NK" or "")
   end
   return {
     parts = pviews, quant_c = fmt and fmt.c or "0",

@@ -300,11 +300,14 @@ local function eval(e, env) return assert(load("return " .. e, "=quant shape", "
 -- A part's shape expression in the Config's terms, for the generated comments:
 -- "inputs // group" with the projection's in and out expressions ("emb_dim") put in.
 local function shape_name(e, in_name, out_name)
-  local function wrap(x) return x:find("[^%w_]") and e:find("[^%w_]") and "(" .. x .. ")" or x end
-  return (e:gsub("[%a_][%w_]*", function(w)
+  return (e:gsub("()([%a_][%w_]*)()", function(at, w, after)
+    -- an operand of an operator gets parentheses; the whole expression, or a function's argument, none
+    local alone = (at == 1 or e:sub(at - 1, at - 1):match("[(,]")) and (after > #e or e:sub(after, after):match("[),]"))
+    local function wrap(x) return x:find("[^%w_]") and not alone and "(" .. x .. ")" or x end
     if w == "inputs" then return wrap(in_name) elseif w == "outputs" then return wrap(out_name)
     elseif w == "group" then return "group_size"
-    elseif w == "groups" then return wrap(in_name) .. " // group_size" else return w end
+    elseif w == "groups" then return (in_name:find("[^%w_]") and "(" .. in_name .. ")" or in_name) .. " // group_size"
+    else return w end
   end))
 end
 
@@ -345,8 +348,8 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
   for _, d in ipairs(fmt.divides) do
     local a, b = eval(d[1], env), eval(d[2], env)
     if b % a ~= 0 then
-      E.raise("shape", "%s: %s '%s' has %d %s, which %s (%s %s) does not divide", listing, fmt.title, base, b,
-        d[2], d[1], d[1] == "group" and "group_size" or d[1], tostring(a))
+      E.raise("shape", "%s: %s projection '%s' has %d %s, not a multiple of %s", listing, fmt.title, base, b, d[2],
+        d[1] == "group" and "group_size " .. a or tostring(a))
     end
   end
   local views = {}
@@ -362,7 +365,7 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
         also = string.format("; the file holds '%s' (%s %s) instead", hf, where[hf].dtype, shape_str(where[hf].shape))
       end
       E.raise("missing", "%s: tensor '%s' is missing (%s: %s, %s %s; config.json's quantization_config says %s)%s",
-        listing, name, fmt.title, p.doc, p.dtypes[1], shape_str(shape), fmt.name, also)
+        listing, name, fmt.title, p.doc, table.concat(p.dtypes, " or "), shape_str(shape), fmt.name, also)
     end
     consumed[name] = true
     local same = #t.shape == #shape

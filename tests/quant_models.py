@@ -9,15 +9,16 @@ dequantizes them to (expected/, the bits as <i4), computed here with numpy and n
         quantized projection's dequantized weight, (out, in), as bf16 bits (<u2)
   quant_models.py break SRC DST MODE      DST: a copy of SRC broken one way
         missing-scales    layer 0's q_proj.scales left out
-        wrong-group       config.json's group_size doubled
+        wrong-group       config.json's group_size halved
+        no-config         config.json's quantization_config left out
         off-by-one        layer 1's k_proj.qweight one row longer
         unknown-method    quant_method "bitsandbytes"
         config-over-bf16  SRC's quantization_config over the bf16 golden GOLDEN (DST's only argument left: GOLDEN)
 
 The models, each from the golden named after it:
-  awq_qwen2        qwen2_tied, AWQ GEMM, group 16, F16 scales (q/k/v biases kept bf16)
+  awq_llama3       llama3_tied, AWQ GEMM, group 32, BF16 scales (as mlir-air's AMD Llama-3.2 checkpoint)
   gptq_llama       llama_untied, GPTQ sym, group 32, no desc_act and no g_idx, checkpoint_format gptq
-                   (zeros stored minus one), the LM head quantized too ("lm_head": true)
+                   (zeros stored minus one), F16 scales, the LM head quantized too ("lm_head": true)
   gptq_mistral     mistral_untied, GPTQ asym, group 16, desc_act with its g_idx, checkpoint_format gptq_v2
   fp8_qwen3        qwen3_tied, FP8 e4m3, weight_block_size [32, 64], BF16 scales (as Qwen3's -FP8 repos)
   q4nx_llama3      llama3_tied, mlir-air's model.q4nx (I8 blocks, w = scale * q + min), with the bundle's
@@ -107,23 +108,29 @@ def unpack_cols(w, order):
     return q
 
 
-def awq(W, g):
-    """W (out, in) f32 -> qweight, qzeros, scales (F16), and the bf16 bits of (q - z) * s, (out, in)."""
+def awq(W, g, bf16_scales):
+    """W (out, in) f32 -> qweight, qzeros, scales (F16, or BF16), and the bf16 bits of (q - z) * s, (out, in)."""
     K = W.T.copy()  # (in, out)
     n_in, n_out = K.shape
     G = K.reshape(n_in // g, g, n_out)
     lo, hi = G.min(axis=1), G.max(axis=1)
-    s = ((hi - lo) / 15).astype(np.float16)
-    s = np.where(s == 0, np.float16(1e-3), s)
-    sf = s.astype(np.float32)
+    if bf16_scales:
+        s = f32_to_bf16((hi - lo) / 15)
+        s = np.where(s == 0, f32_to_bf16(np.float32(1e-3)), s)
+        sf = bf16_to_f32(s)
+    else:
+        s = ((hi - lo) / 15).astype(np.float16)
+        s = np.where(s == 0, np.float16(1e-3), s)
+        sf = s.astype(np.float32)
     z = np.clip(np.round(-lo / sf), 0, 15).astype(np.int32)
     q = np.clip(np.round(G / sf[:, None, :]) + z[:, None, :], 0, 15).astype(np.int32).reshape(n_in, n_out)
     qweight, qzeros = pack_cols(q, AWQ_ORDER), pack_cols(z, AWQ_ORDER)
     # the reference, from the packed tensors alone
     qq, zz = unpack_cols(qweight, AWQ_ORDER), unpack_cols(qzeros, AWQ_ORDER)
-    sz = np.repeat(s.astype(np.float32), g, axis=0)
+    sz = np.repeat(bf16_to_f32(s) if bf16_scales else s.astype(np.float32), g, axis=0)
     deq = (qq.astype(np.float32) - np.repeat(zz, g, axis=0).astype(np.float32)) * sz
-    return {"qweight": ("I32", qweight), "qzeros": ("I32", qzeros), "scales": ("F16", s)}, f32_to_bf16(deq.T)
+    return ({"qweight": ("I32", qweight), "qzeros": ("I32", qzeros), "scales": ("BF16" if bf16_scales else "F16", s)},
+            f32_to_bf16(deq.T))
 
 
 def gptq(W, g, sym, desc_act, v2, rng):
@@ -294,10 +301,10 @@ def make_one(golden, out, name, source, qconfig, quantize, file="model.safetenso
 
 
 def make(golden, out):
-    make_one(golden, out, "awq_qwen2", "qwen2_tied",
-             {"bits": 4, "group_size": 16, "modules_to_not_convert": None, "quant_method": "awq",
+    make_one(golden, out, "awq_llama3", "llama3_tied",
+             {"bits": 4, "group_size": 32, "modules_to_not_convert": None, "quant_method": "awq",
               "version": "gemm", "zero_point": True},
-             lambda W, rng: awq(W, 16))
+             lambda W, rng: awq(W, 32, True))
     make_one(golden, out, "gptq_llama", "llama_untied",
              {"bits": 4, "group_size": 32, "desc_act": False, "sym": True, "lm_head": True,
               "quant_method": "gptq", "checkpoint_format": "gptq", "damp_percent": 0.01, "true_sequential": True},
@@ -330,7 +337,9 @@ def brk(src, dst, mode):
     if mode == "missing-scales":
         del tensors["model.layers.0.self_attn.q_proj.scales"]
     elif mode == "wrong-group":
-        cfg["quantization_config"]["group_size"] *= 2
+        cfg["quantization_config"]["group_size"] //= 2
+    elif mode == "no-config":
+        del cfg["quantization_config"]
     elif mode == "off-by-one":
         dtype, a = tensors["model.layers.1.self_attn.k_proj.qweight"]
         tensors["model.layers.1.self_attn.k_proj.qweight"] = (dtype, np.vstack([a, a[:1]]))

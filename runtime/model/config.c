@@ -603,6 +603,9 @@ static int read_quant(const reader *r, node root, gm_quant_config *q)
             (rc = read_quant_bool(r, o, "zero_point", &q->zero_point)) ||
             (rc = read_quant_name(r, o, "version", gemm, 0, &x)))
             return rc;
+        if (!q->zero_point)
+            return gm_fail(r->st, GM_EUNSUPPORTED, "%s: quantization_config.zero_point false is not supported "
+                           "(supported: true)", r->what);
     } else if (m == 1) { /* GPTQ */
         *q = (gm_quant_config){.method = GM_QUANT_GPTQ, .group_size = 128, .sym = true};
         if ((rc = read_int(r, o, "quantization_config", "bits", 1, 1, &q->bits)) ||
@@ -628,6 +631,9 @@ static int read_quant(const reader *r, node root, gm_quant_config *q)
                 return rc;
         }
     }
+    if (q->bits != (q->method == GM_QUANT_FP8 ? 8 : 4))
+        return gm_fail(r->st, GM_EUNSUPPORTED, "%s: quantization_config.bits %d is not supported (supported: 4)",
+                       r->what, q->bits);
     return GM_OK;
 }
 

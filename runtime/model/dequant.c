@@ -150,49 +150,133 @@ static float scale_at(const void *s, gm_src_type t, size_t i)
 /* Bits 4i..4i+3 of word j of an AWQ row hold output 8j + AWQ_ORDER[i]: output 8j + c is at shift awq_shift[c]. */
 static const unsigned awq_shift[8] = {0, 16, 4, 20, 8, 24, 12, 28};
 
-/* Group g's scales and zero points of one AWQ or GPTQ projection, widened: zf[n] (plus offset), sf[n]. */
-static void widen_group(const gm_quant_parts *p, int awq, size_t g, float offset, float *zf, float *sf)
+/* bf16 of f32 bits u, to nearest even, every NaN 0x7FC0: gm_f32_to_bf16 without its branch. */
+static inline uint16_t bf16_bits(uint32_t u)
 {
-    const size_t N = p->out, W = N / 8;
-    const uint32_t *zrow = (const uint32_t *)p->part[1] + g * W;
-    for (size_t j = 0; j < W; j++) {
-        const uint32_t z = zrow[j];
-        for (unsigned c = 0; c < 8; c++)
-            zf[8 * j + c] = (float)((z >> (awq ? awq_shift[c] : 4 * c)) & 15u) + offset;
+    const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : (uint16_t)r;
+}
+
+/*
+** A row of a 4-bit rule: d[n] = bf16((q[n] - z[n]) * s[n]) for n < N, q[n]
+** the 4 bits at shift sh[n % 8] of word w[n / 8] (AWQ: eight values a word
+** along the row) or, when sh is NULL, at shift `shift` of word w[n] (GPTQ:
+** one value of each word). On x86-64 with AVX2 eight outputs at a time,
+** the same arithmetic lane by lane; else, or on the portable kernel tier,
+** one at a time.
+*/
+typedef void row_fn(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                    const float *s, size_t N);
+
+static void row_plain(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                      const float *s, size_t N)
+{
+    for (size_t n = 0; n < N; n++) {
+        const uint32_t q = sh ? (w[n / 8] >> sh[n % 8]) & 15u : (w[n] >> shift) & 15u;
+        const float f = (float)((int32_t)q - z[n]) * s[n];
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        d[n] = bf16_bits(u);
     }
-    for (size_t n = 0; n < N; n++)
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#include "gm/cpu.h"
+
+/* Eight f32 to bf16 (nearest even, NaN 0x7FC0), stored at d. */
+__attribute__((target("avx2"))) static inline void store8_bf16(gm_bf16 *d, __m256 f)
+{
+    const __m256i u = _mm256_castps_si256(f);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
+                                           _mm256_set1_epi32(0x7F800000));
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08); /* lanes 0 and 2: the 8 values */
+    _mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(packed));
+}
+
+__attribute__((target("avx2"))) static void row_avx2(gm_bf16 *d, const uint32_t *w, const unsigned *sh,
+                                                      unsigned shift, const int32_t *z, const float *s, size_t N)
+{
+    const __m256i mask = _mm256_set1_epi32(15);
+    size_t n = 0;
+    if (sh) {
+        const __m256i shifts = _mm256_setr_epi32((int)sh[0], (int)sh[1], (int)sh[2], (int)sh[3], (int)sh[4],
+                                                 (int)sh[5], (int)sh[6], (int)sh[7]);
+        for (; n + 8 <= N; n += 8) {
+            const __m256i q = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w[n / 8]), shifts), mask);
+            const __m256i qz = _mm256_sub_epi32(q, _mm256_loadu_si256((const __m256i *)(const void *)(z + n)));
+            store8_bf16(d + n, _mm256_mul_ps(_mm256_cvtepi32_ps(qz), _mm256_loadu_ps(s + n)));
+        }
+    } else {
+        const __m128i count = _mm_cvtsi32_si128((int)shift);
+        for (; n + 8 <= N; n += 8) {
+            const __m256i words = _mm256_loadu_si256((const __m256i *)(const void *)(w + n));
+            const __m256i q = _mm256_and_si256(_mm256_srl_epi32(words, count), mask);
+            const __m256i qz = _mm256_sub_epi32(q, _mm256_loadu_si256((const __m256i *)(const void *)(z + n)));
+            store8_bf16(d + n, _mm256_mul_ps(_mm256_cvtepi32_ps(qz), _mm256_loadu_ps(s + n)));
+        }
+    }
+    if (n < N) /* a row not a multiple of 8 (GPTQ's outputs always are; this is for a hand-made table) */
+        row_plain(d + n, sh ? w + n / 8 : w + n, sh, shift, z + n, s + n, N - n);
+}
+
+/* AVX2 where the CPU has it, unless the portable kernel tier runs (GM_ISA=portable: no vector code anywhere). */
+static row_fn *row_4bit(void)
+{
+    return gm_cpu_features() & GM_CPU_AVX2 && strcmp(gm_kernels_name(), "portable") != 0 ? row_avx2 : row_plain;
+}
+#else
+static row_fn *row_4bit(void) { return row_plain; }
+#endif
+
+/* Words along a row, eight 4-bit values each, into q[8j + c] from shift sh[c]. */
+static void unpack_words(int32_t *q, const uint32_t *w, size_t W, const unsigned *sh)
+{
+    for (size_t j = 0; j < W; j++)
+        for (unsigned c = 0; c < 8; c++)
+            q[8 * j + c] = (int32_t)((w[j] >> sh[c]) & 15u);
+}
+
+static const unsigned plain_shift[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+
+/* Group g's scales and zero points of one AWQ or GPTQ projection, widened: zf[n] (plus offset), sf[n]. */
+static void widen_group(const gm_quant_parts *p, int awq, size_t g, int32_t offset, int32_t *zf, float *sf)
+{
+    const size_t N = p->out;
+    unpack_words(zf, (const uint32_t *)p->part[1] + g * (N / 8), N / 8, awq ? awq_shift : plain_shift);
+    for (size_t n = 0; n < N; n++) {
+        zf[n] += offset;
         sf[n] = scale_at(p->part[2], p->scale_type, g * N + n);
+    }
 }
 
 /* AWQ rows k of (in, out): q from word k's nibbles in AWQ's order. */
-static void awq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst, float *zf,
-                     float *sf)
+static void awq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
+                     int32_t *zf, float *sf)
 {
     const size_t N = p->out, W = N / 8, g = (size_t)q->group_size;
+    row_fn *row = row_4bit();
     size_t cur = SIZE_MAX;
     for (size_t k = r0; k < r1; k++) {
         if (k / g != cur)
-            widen_group(p, 1, cur = k / g, 0.0f, zf, sf);
-        const uint32_t *row = (const uint32_t *)p->part[0] + k * W;
-        gm_bf16 *d = dst + (k - r0) * N;
-        for (size_t j = 0; j < W; j++) {
-            const uint32_t w = row[j];
-            for (unsigned c = 0; c < 8; c++) {
-                const size_t n = 8 * j + c;
-                d[n] = gm_f32_to_bf16(((float)((w >> awq_shift[c]) & 15u) - zf[n]) * sf[n]);
-            }
-        }
+            widen_group(p, 1, cur = k / g, 0, zf, sf);
+        row(dst + (k - r0) * N, (const uint32_t *)p->part[0] + k * W, awq_shift, 0, zf, sf, N);
     }
 }
 
 /* GPTQ rows k of (in, out): q from row k/8's words, nibble k%8; the group from g_idx when the file has one. */
-static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst, float *zf,
-                     float *sf, gm_status *st)
+static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
+                     int32_t *zf, float *sf, gm_status *st)
 {
     const size_t N = p->out, K = p->in;
     const size_t gs = q->group_size > 0 ? (size_t)q->group_size : K, G = (K + gs - 1) / gs;
     const int32_t *g_idx = p->part[3];
-    const float offset = q->gptq_v2 ? 0.0f : 1.0f;
+    const int32_t offset = q->gptq_v2 ? 0 : 1;
+    row_fn *row = row_4bit();
     size_t cur = SIZE_MAX;
     for (size_t k = r0; k < r1; k++) {
         const int32_t gi = g_idx ? g_idx[k] : (int32_t)(k / gs);
@@ -201,11 +285,7 @@ static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r
                            p->g_idx_name ? p->g_idx_name : "g_idx", k, (int)gi, G - 1);
         if ((size_t)gi != cur)
             widen_group(p, 0, cur = (size_t)gi, offset, zf, sf);
-        const uint32_t *row = (const uint32_t *)p->part[0] + (k / 8) * N;
-        const unsigned shift = 4u * (unsigned)(k % 8);
-        gm_bf16 *d = dst + (k - r0) * N;
-        for (size_t n = 0; n < N; n++)
-            d[n] = gm_f32_to_bf16(((float)((row[n] >> shift) & 15u) - zf[n]) * sf[n]);
+        row(dst + (k - r0) * N, (const uint32_t *)p->part[0] + (k / 8) * N, NULL, 4u * (unsigned)(k % 8), zf, sf, N);
     }
     return 0;
 }
@@ -260,14 +340,15 @@ int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0
         return 0;
     }
     const size_t width = q->method == GM_QUANT_FP8 ? p->in : 2 * p->out;
-    float *buf = malloc((width ? width : 1) * sizeof *buf);
+    float *buf = malloc((width ? width : 1) * 4); /* the scales, and the zero points beside them: 4 bytes each */
     if (!buf)
         return gm_fail(st, GM_ENOMEM, "dequantizing: out of memory");
+    int32_t *zf = (int32_t *)(void *)(buf + p->out);
     int rc = 0;
     if (q->method == GM_QUANT_AWQ)
-        awq_rows(q, p, r0, r1, dst, buf, buf + p->out);
+        awq_rows(q, p, r0, r1, dst, zf, buf);
     else if (q->method == GM_QUANT_GPTQ)
-        rc = gptq_rows(q, p, r0, r1, dst, buf, buf + p->out, st);
+        rc = gptq_rows(q, p, r0, r1, dst, zf, buf, st);
     else if (q->method == GM_QUANT_FP8)
         fp8_rows(q, p, r0, r1, dst, buf);
     else

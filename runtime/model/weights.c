@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gm/kernels.h"
@@ -85,7 +86,8 @@ typedef struct plan {
 
 enum {
     PIECE_BYTES = 8u << 20, /* the rows one task loads */
-    BLOCK_ROWS = 256        /* the rows converted or transposed at a time */
+    BLOCK_ROWS = 256,       /* the rows converted or transposed at a time */
+    DEQUANT_ROWS = 32       /* the rows dequantized at a time to be transposed: a cache line of each output row */
 };
 
 /* A tensor's columns: its second dimension, or 1 for a vector. */
@@ -371,8 +373,8 @@ static void load_piece(void *ctx, int k)
 /*
 ** Task k, once every part is in place: a dequantized projection's piece,
 ** rows [r0, r1) of its rule's natural form. Held in that form: straight
-** into its rows. Held in the other: BLOCK_ROWS rows at a time into a
-** buffer, then through the kernels' transposes into place.
+** into its rows. Held in the other: DEQUANT_ROWS rows at a time into a
+** buffer (in cache), then through the kernels' transposes into place.
 */
 static void dequant_piece(void *ctx, int k)
 {
@@ -387,13 +389,13 @@ static void dequant_piece(void *ctx, int k)
         gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, dst + pc->r0 * it->cols, err);
         return;
     }
-    gm_bf16 *buf = malloc(BLOCK_ROWS * it->cols * sizeof *buf);
+    gm_bf16 *buf = malloc(DEQUANT_ROWS * it->cols * sizeof *buf);
     if (!buf) {
         gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
         return;
     }
-    for (size_t r = pc->r0; r < pc->r1 && !err->code; r += BLOCK_ROWS) {
-        const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
+    for (size_t r = pc->r0; r < pc->r1 && !err->code; r += DEQUANT_ROWS) {
+        const size_t n = pc->r1 - r < DEQUANT_ROWS ? pc->r1 - r : DEQUANT_ROWS;
         if (gm_dequant_rows(p->quant, &it->qp, r, r + n, buf, err) == 0)
             gm_convert_rows(dst, buf, GM_SRC_BF16, it->rows, it->cols, r, r + n, 1);
     }
@@ -431,16 +433,28 @@ static void touch_tensor(void *ctx, int k)
 ** tensors, then (they read the parts the pass before placed) the
 ** dequantized projections; the first failure is the load's.
 */
-static int run(plan *p, int threads, gm_status *st)
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run(plan *p, gm_arena *arena, int threads, gm_status *st)
 {
     gm_pool *pool = gm_pool_new(threads);
     gm_pool_run(pool, (int)p->n_pieces, touch_tensor, p);
     gm_pool_run(pool, (int)p->n_pieces, load_piece, p);
-    int failed = 0;
-    for (size_t k = 0; k < p->n_pieces; k++)
+    int failed = 0, quantized = 0;
+    for (size_t k = 0; k < p->n_pieces; k++) {
         failed |= p->errors[k].code != 0;
-    if (!failed && p->quant)
+        quantized |= p->pieces[k].it->kind == ITEM_DEQUANT;
+    }
+    if (!failed && quantized) {
+        const double t0 = seconds();
         gm_pool_run(pool, (int)p->n_pieces, dequant_piece, p);
+        arena->dequant_seconds = seconds() - t0;
+    }
     gm_pool_free(pool);
     for (size_t k = 0; k < p->n_pieces && !st->code; k++)
         if (p->errors[k].code)
@@ -456,7 +470,7 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
     memset(lay->arena, 0, sizeof *lay->arena);
     if (st_model_open(&m, dir, st) == GM_OK && plan_load(&p, lay, specs, n_specs, m, dir, st) == GM_OK &&
         place(&p, lay->arena, st) == GM_OK)
-        run(&p, threads, st);
+        run(&p, lay->arena, threads, st);
     free(p.items);
     free(p.pieces);
     free(p.errors);

@@ -54,6 +54,7 @@ typedef struct gm_arena {
     void *base;
     size_t size;
     st_model *files;
+    double dequant_seconds; /* the load's dequantization pass, wall clock (0: nothing quantized) */
 } gm_arena;
 
 /*

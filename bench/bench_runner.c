@@ -623,14 +623,17 @@ int main(int argc, char **argv)
             }
             const int as_is = gm_kernels_info(tn[ti])->wform == GM_W_NK;
             if (quant) {
-                /* the dequantization pass against the AWQ file read once; the whole load against the bf16 file of
-                   the same shapes read once (the bytes the dequantization makes) */
-                printf("load (AWQ), %s tier (W %s): %.3f s, of which dequantizing every projection to bf16 %.3f s; "
-                       "the AWQ file's %.2f GB read once into fresh memory: %.3f s; dequantization / read once %.2f "
-                       "(target <= 1.0); the whole load / the bf16 file of the same shapes (%.2f GB) read once: %.2f\n",
-                       tn[ti], as_is ? "(out, in)" : "(in, out)", median(load, turns), median(deq, turns),
-                       awq_size / 1e9, median(qcopy, turns), median(dratio, turns), file_size / 1e9,
-                       median(lratio, turns));
+                /*
+                ** the whole load against the bf16 file of the same shapes read once: both put the same bf16 bytes
+                ** in fresh memory, from 1.15 GB here; and the dequantization pass against the AWQ file read once
+                ** (it writes 2.3x the bytes that file has into fresh memory: a floor, not a target)
+                */
+                printf("load (AWQ), %s tier (W %s): %.3f s; the bf16 file of the same shapes, %.2f GB, read once into "
+                       "fresh memory: %.3f s; ratio %.2f (target <= 1.0); of the load, dequantizing every projection "
+                       "%.3f s, %.2fx the AWQ file's %.2f GB read once (%.3f s)\n", tn[ti],
+                       as_is ? "(out, in)" : "(in, out)", median(load, turns), file_size / 1e9, median(copy, turns),
+                       median(lratio, turns), median(deq, turns), median(dratio, turns), awq_size / 1e9,
+                       median(qcopy, turns));
                 printf("load peak RSS (AWQ), %s tier: %.2f GB, %.2fx the bf16 weights it makes, %.2fx the AWQ file "
                        "(it keeps the packed tensors, used in place)\n", tn[ti], median(rss, turns) / 1e9,
                        median(rss, turns) / file_size, median(rss, turns) / awq_size);

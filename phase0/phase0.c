@@ -63,7 +63,8 @@ static const char usage_head[] =
 static const char usage[] =
     "\n"
     "  --weights DIR   a model folder (config.json, safetensors, tokenizer.json) or a Hugging Face\n"
-    "                  cache snapshot, as `gen-model download` prints\n"
+    "                  cache snapshot, as `gen-model download` prints; a quantized checkpoint's\n"
+    "                  projections are dequantized to bf16 by its format's rule, and the gates run on those\n"
     "  --prompt TEXT   instead of the canonical prompt (\"The capital of France is\"; with\n"
     "                  --instruct, or an Instruct/Chat repo, the first instruct prompt)\n"
     "  --tokens LIST   token ids instead of a prompt (no tokenizer needed)\n"

@@ -689,6 +689,15 @@ static int no_weights(const char *repo, const char *dir, gm_status *st)
 
 #define Q4NX_FILE "model.q4nx" /* mlir-air's Q4NX bundle: the single safetensors file of its repos */
 
+/* The index could not be fetched: 1 when it is not there (a 404: the repo may be a Q4NX bundle; st cleared). */
+static int index_absent(gm_status *st)
+{
+    if (st->code != GM_EMISSING)
+        return 0;
+    gm_status_clear(st);
+    return 1;
+}
+
 /* Is the repo single-file? Asks the Hub with a header probe of model.safetensors. */
 int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *heads, size_t heads_size,
                          gm_status *st)
@@ -710,14 +719,10 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *hea
             return st->code;
         }
         if (fetch_index(h, repo, dir, st)) {
-            if (st->code != GM_EMISSING)
-                return st->code;
-            gm_status_clear(st);
             gm_status bundle = {0};
-            if (fetch_heads(h, repo, dir, heads, q4nx, 1, &bundle) == 0)
-                return 0;
-            *st = bundle;
-            return no_weights(repo, dir, st);
+            if (!index_absent(st) || fetch_heads(h, repo, dir, heads, q4nx, 1, &bundle) == 0)
+                return st->code;
+            return no_weights(repo, dir, (*st = bundle, st));
         }
     }
     char **names = NULL;
@@ -951,14 +956,12 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
             return st->code;
         }
         if (fetch_index(h, repo, dir, st)) {
-            if (st->code != GM_EMISSING)
-                return st->code;
-            gm_status_clear(st);
             gm_status bundle = {0};
+            if (!index_absent(st))
+                return st->code;
             if (download_file(h, repo, dir, Q4NX_FILE, &bundle) == 0)
                 return fetch_tokenizer(h, repo, dir, st);
-            *st = bundle;
-            return no_weights(repo, dir, st);
+            return no_weights(repo, dir, (*st = bundle, st));
         }
     }
     char **names = NULL;

@@ -191,19 +191,20 @@ static const char *prompt_file(const char *which)
 /* ---------------------------------------------------------------------- */
 /* the gates */
 
-/* A folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index (st_model_open's order). */
-static int is_q4nx_bundle(const char *dir)
+/* Is dir/file there? */
+static int has_file(const char *dir, const char *file)
 {
     char path[4096];
     struct stat sb;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (stat(path, &sb) == 0)
-        return 0;
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    if (stat(path, &sb) == 0)
-        return 0;
-    snprintf(path, sizeof path, "%s/model.q4nx", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     return stat(path, &sb) == 0;
+}
+
+/* A folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index (st_model_open's order). */
+static int is_q4nx_bundle(const char *dir)
+{
+    return !has_file(dir, "model.safetensors") && !has_file(dir, "model.safetensors.index.json") &&
+           has_file(dir, "model.q4nx");
 }
 
 static void gate_config(run *r, gate *g)
@@ -241,13 +242,7 @@ static void gate_config(run *r, gate *g)
 /* Does the folder hold safetensors weights at all (as opposed to the wrong ones)? */
 static int has_weights(const char *dir)
 {
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (stat(path, &sb) == 0)
-        return 1;
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    return stat(path, &sb) == 0 || is_q4nx_bundle(dir);
+    return has_file(dir, "model.safetensors") || has_file(dir, "model.safetensors.index.json") || is_q4nx_bundle(dir);
 }
 
 /* " and dtype; the projections dequantized to bf16 from their AWQ tensors", or "" for a float checkpoint. */

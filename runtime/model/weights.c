@@ -123,14 +123,10 @@ static size_t piece_rows(const item *it)
 
 static gm_src_type src_type(st_dtype d) { return d == ST_F32 ? GM_SRC_F32 : d == ST_F16 ? GM_SRC_F16 : GM_SRC_BF16; }
 
-/* A float tensor: present, with its shape and a float dtype; used in place when it is bf16 kept as is. */
-static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, const st_model *m,
-                      gm_status *st)
+/* An item for file tensor t, of the given kind: where its bytes are and its (rows, cols). */
+static void from_file(item *it, item_kind kind, const st_tensor *t, const st_model *m)
 {
-    const st_tensor *t;
-    if (st_model_check(m, it->name, s->rank, s->shape, s->transpose, &t, st))
-        return st->code;
-    it->kind = ITEM_FLOAT;
+    it->kind = kind;
     it->t = t;
     it->src = st_model_source(m, t);
     it->data = st_model_data(m, t);
@@ -138,6 +134,16 @@ static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout
     it->rows = (size_t)t->shape[0];
     it->cols = cols_of(t);
     it->esize = st_dtype_size(t->dtype);
+}
+
+/* A float tensor: present, with its shape and a float dtype; used in place when it is bf16 kept as is. */
+static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, const st_model *m,
+                      gm_status *st)
+{
+    const st_tensor *t;
+    if (st_model_check(m, it->name, s->rank, s->shape, s->transpose, &t, st))
+        return st->code;
+    from_file(it, ITEM_FLOAT, t, m);
     it->transpose = s->transpose && lay->form == GM_W_KN;
     it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
     return 0;
@@ -149,14 +155,7 @@ static int plan_part(item *it, const gm_tensor_spec *s, const st_model *m, gm_st
     const st_tensor *t;
     if (st_model_check_as(m, it->name, s->rank, s->shape, (st_dtype)s->dtype, &t, st))
         return st->code;
-    it->kind = ITEM_PART;
-    it->t = t;
-    it->src = st_model_source(m, t);
-    it->data = st_model_data(m, t);
-    it->type = src_type(t->dtype);
-    it->rows = (size_t)t->shape[0];
-    it->cols = cols_of(t);
-    it->esize = st_dtype_size(t->dtype);
+    from_file(it, ITEM_PART, t, m);
     it->in_place = it->data && (uintptr_t)it->data % it->esize == 0;
     return 0;
 }

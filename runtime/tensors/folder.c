@@ -425,8 +425,13 @@ static int check_load(const st_tensor *t, const char *file, int rank, const int6
     return GM_OK;
 }
 
-int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
-                   const st_tensor **out, gm_status *st)
+/*
+** Tensor `name` checked for its shape and either a float dtype it can be
+** loaded from (dtype < 0; rank 2 when it is to be transposed) or exactly
+** dtype; *out receives it.
+*/
+static int check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose, int dtype,
+                 const st_tensor **out, gm_status *st)
 {
     const char *file = NULL;
     const st_tensor *t;
@@ -434,28 +439,25 @@ int st_model_check(const st_model *m, const char *name, int rank, const int64_t 
     gm_status_clear(st);
     if ((t = st_model_find(m, name, &file)) == NULL)
         return gm_fail(st, GM_EMISSING, "%s: tensor '%s' is missing", m->dir, name);
-    if (check_load(t, file, rank, shape, transpose, st))
+    if (dtype < 0 ? check_load(t, file, rank, shape, transpose, st) : check_shape(t, file, rank, shape, st))
         return st->code;
+    if (dtype >= 0 && t->dtype != (st_dtype)dtype)
+        return gm_fail(st, GM_EDTYPE, "%s: tensor '%s' has dtype %s, expected %s", file, name,
+                       st_dtype_name(t->dtype), st_dtype_name((st_dtype)dtype));
     *out = t;
     return GM_OK;
+}
+
+int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                   const st_tensor **out, gm_status *st)
+{
+    return check(m, name, rank, shape, transpose, -1, out, st);
 }
 
 int st_model_check_as(const st_model *m, const char *name, int rank, const int64_t *shape, st_dtype dtype,
                       const st_tensor **out, gm_status *st)
 {
-    const char *file = NULL;
-    const st_tensor *t;
-    *out = NULL;
-    gm_status_clear(st);
-    if ((t = st_model_find(m, name, &file)) == NULL)
-        return gm_fail(st, GM_EMISSING, "%s: tensor '%s' is missing", m->dir, name);
-    if (check_shape(t, file, rank, shape, st))
-        return st->code;
-    if (t->dtype != dtype)
-        return gm_fail(st, GM_EDTYPE, "%s: tensor '%s' has dtype %s, expected %s", file, name,
-                       st_dtype_name(t->dtype), st_dtype_name(dtype));
-    *out = t;
-    return GM_OK;
+    return check(m, name, rank, shape, 0, (int)dtype, out, st);
 }
 
 st_source st_model_source(const st_model *m, const st_tensor *t)

@@ -17,6 +17,9 @@
 #include <string.h>
 
 #include "awq_llama3/awq_llama3_weights.h"
+#include "fp8_qwen3/fp8_qwen3_weights.h"
+#include "gptq_mistral/gptq_mistral_weights.h"
+#include "q4nx_llama3/q4nx_llama3_weights.h"
 #include "gm/kernels.h"
 #include "gm/npy.h"
 #include "gm/registry.h"
@@ -336,4 +339,50 @@ Test(quant, the_real_repos_header_only_snapshots_scaffold_with_their_documented_
         free(h), free(c);
     }
     tu_rmtree(dir);
+}
+
+/* Rows [r0, r1) x columns [c0, c1) of gm_dequant_rows against the same block of the whole rows' result. */
+static void assert_block(const char *what, const gm_quant_config *q, const gm_quant_parts *p, size_t rows, size_t cols,
+                         size_t r0, size_t r1, size_t c0, size_t c1)
+{
+    gm_status st = {0};
+    gm_bf16 *whole = calloc(rows * cols, 2), *block = calloc((r1 - r0) * (c1 - c0), 2);
+    cr_assert_eq(gm_dequant_rows(q, p, 0, rows, 0, cols, whole, &st), 0, "%s: %s", what, st.msg);
+    cr_assert_eq(gm_dequant_rows(q, p, r0, r1, c0, c1, block, &st), 0, "%s: %s", what, st.msg);
+    for (size_t r = r0; r < r1; r++)
+        for (size_t c = c0; c < c1; c++)
+            cr_assert_eq(block[(r - r0) * (c1 - c0) + c - c0], whole[r * cols + c], "%s: [%zu][%zu]", what, r, c);
+    free(whole), free(block);
+}
+
+/* The loader cuts a projection held in the other form into blocks of the rule's columns: each gives the same bits. */
+Test(quant, a_block_of_columns_dequantizes_as_the_whole_rows_do)
+{
+    gm_status st = {0};
+    awq_llama3_Weights *a = calloc(1, sizeof *a);
+    gptq_mistral_Weights *g = calloc(1, sizeof *g);
+    fp8_qwen3_Weights *f = calloc(1, sizeof *f);
+    q4nx_llama3_Weights *x = calloc(1, sizeof *x);
+    cr_assert_eq(awq_llama3_weights_load(a, GM_QUANT_DIR "/awq_llama3", &st), 0, "%s", st.msg);
+    cr_assert_eq(gptq_mistral_weights_load(g, GM_QUANT_DIR "/gptq_mistral", &st), 0, "%s", st.msg);
+    cr_assert_eq(fp8_qwen3_weights_load(f, GM_QUANT_DIR "/fp8_qwen3", &st), 0, "%s", st.msg);
+    cr_assert_eq(q4nx_llama3_weights_load(x, GM_QUANT_DIR "/q4nx_llama3", &st), 0, "%s", st.msg);
+    /* AWQ: w_gate, (in 96, out 224) natural; GPTQ: w_down with its g_idx, (176, 64); FP8: wo, (out 64, in 192) with
+       blocks of 64 inputs; Q4NX: w_down, (96, 224) in one padded block of inputs */
+    const awq_llama3_LayerWeights *al = &a->layers[1];
+    const gm_quant_parts ap = {{al->w_gate_qweight, al->w_gate_qzeros, al->w_gate_scales, NULL}, GM_SRC_BF16, 224, 96, NULL};
+    assert_block("awq", &a->config.quant, &ap, 96, 224, 5, 40, 32, 96);
+    assert_block("awq", &a->config.quant, &ap, 96, 224, 0, 96, 200, 224);
+    const gptq_mistral_LayerWeights *gl = &g->layers[2];
+    const gm_quant_parts gp = {{gl->w_down_qweight, gl->w_down_qzeros, gl->w_down_scales, gl->w_down_g_idx}, GM_SRC_F16,
+                               64, 176, "g_idx"};
+    assert_block("gptq", &g->config.quant, &gp, 176, 64, 3, 170, 8, 40);
+    const fp8_qwen3_LayerWeights *fl = &f->layers[0];
+    const gm_quant_parts fp = {{fl->wo_fp8, fl->wo_scale_inv, NULL, NULL}, GM_SRC_BF16, 64, 192, NULL};
+    assert_block("fp8", &f->config.quant, &fp, 64, 192, 30, 64, 40, 136);
+    const q4nx_llama3_LayerWeights *xl = &x->layers[1];
+    const gm_quant_parts xp = {{xl->w_down_q4nx, NULL, NULL, NULL}, GM_SRC_BF16, 96, 224, NULL};
+    assert_block("q4nx", &x->config.quant, &xp, 96, 224, 31, 65, 20, 101);
+    awq_llama3_weights_free(a), gptq_mistral_weights_free(g), fp8_qwen3_weights_free(f), q4nx_llama3_weights_free(x);
+    free(a), free(g), free(f), free(x);
 }

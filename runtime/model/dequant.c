@@ -243,34 +243,41 @@ static void unpack_words(int32_t *q, const uint32_t *w, size_t W, const unsigned
 
 static const unsigned plain_shift[8] = {0, 4, 8, 12, 16, 20, 24, 28};
 
-/* Group g's scales and zero points of one AWQ or GPTQ projection, widened: zf[n] (plus offset), sf[n]. */
-static void widen_group(const gm_quant_parts *p, int awq, size_t g, int32_t offset, int32_t *zf, float *sf)
+/*
+** Group g's zero points (plus offset) and scales of one AWQ or GPTQ
+** projection, outputs [c0, c1) (c0 a multiple of 8), widened: zf[n - c0], sf[n - c0].
+*/
+static void widen_group(const gm_quant_parts *p, int awq, size_t g, int32_t offset, size_t c0, size_t c1, int32_t *zf,
+                        float *sf)
 {
     const size_t N = p->out;
-    unpack_words(zf, (const uint32_t *)p->part[1] + g * (N / 8), N / 8, awq ? awq_shift : plain_shift);
-    for (size_t n = 0; n < N; n++) {
-        zf[n] += offset;
-        sf[n] = scale_at(p->part[2], p->scale_type, g * N + n);
+    unpack_words(zf, (const uint32_t *)p->part[1] + g * (N / 8) + c0 / 8, (c1 - c0 + 7) / 8, awq ? awq_shift : plain_shift);
+    for (size_t n = c0; n < c1; n++) {
+        zf[n - c0] += offset;
+        sf[n - c0] = scale_at(p->part[2], p->scale_type, g * N + n);
     }
 }
 
-/* AWQ rows k of (in, out): q from word k's nibbles in AWQ's order. */
-static void awq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
-                     int32_t *zf, float *sf)
+/* AWQ rows k of (in, out), outputs [c0, c1): q from word k's nibbles in AWQ's order. */
+static void awq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                     gm_bf16 *dst, int32_t *zf, float *sf)
 {
-    const size_t N = p->out, W = N / 8, g = (size_t)q->group_size;
+    const size_t W = p->out / 8, g = (size_t)q->group_size;
     row_fn *row = row_4bit();
     size_t cur = SIZE_MAX;
     for (size_t k = r0; k < r1; k++) {
         if (k / g != cur)
-            widen_group(p, 1, cur = k / g, 0, zf, sf);
-        row(dst + (k - r0) * N, (const uint32_t *)p->part[0] + k * W, awq_shift, 0, zf, sf, N);
+            widen_group(p, 1, cur = k / g, 0, c0, c1, zf, sf);
+        row(dst + (k - r0) * (c1 - c0), (const uint32_t *)p->part[0] + k * W + c0 / 8, awq_shift, 0, zf, sf, c1 - c0);
     }
 }
 
-/* GPTQ rows k of (in, out): q from row k/8's words, nibble k%8; the group from g_idx when the file has one. */
-static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
-                     int32_t *zf, float *sf, gm_status *st)
+/*
+** GPTQ rows k of (in, out), outputs [c0, c1): q from row k/8's words,
+** nibble k%8; the group from g_idx when the file has one.
+*/
+static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                     gm_bf16 *dst, int32_t *zf, float *sf, gm_status *st)
 {
     const size_t N = p->out, K = p->in;
     const size_t gs = q->group_size > 0 ? (size_t)q->group_size : K, G = (K + gs - 1) / gs;
@@ -284,37 +291,39 @@ static int gptq_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r
             return gm_fail(st, GM_EFORMAT, "tensor '%s': input %zu is in group %d, expected 0 to %zu",
                            p->g_idx_name ? p->g_idx_name : "g_idx", k, (int)gi, G - 1);
         if ((size_t)gi != cur)
-            widen_group(p, 0, cur = (size_t)gi, offset, zf, sf);
-        row(dst + (k - r0) * N, (const uint32_t *)p->part[0] + (k / 8) * N, NULL, 4u * (unsigned)(k % 8), zf, sf, N);
+            widen_group(p, 0, cur = (size_t)gi, offset, c0, c1, zf, sf);
+        row(dst + (k - r0) * (c1 - c0), (const uint32_t *)p->part[0] + (k / 8) * N + c0, NULL, 4u * (unsigned)(k % 8),
+            zf, sf, c1 - c0);
     }
     return 0;
 }
 
-/* FP8 rows n of (out, in): each byte through the e4m3 table, times its block's scale. */
-static void fp8_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst, float *sf)
+/* FP8 rows n of (out, in), inputs [c0, c1): each byte through the e4m3 table, times its block's scale. */
+static void fp8_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                     gm_bf16 *dst, float *sf)
 {
     const size_t K = p->in, bo = (size_t)q->block_out, bi = (size_t)q->group_size, SB = (K + bi - 1) / bi;
     float lut[256];
     for (int b = 0; b < 256; b++)
         lut[b] = gm_e4m3_to_f32((uint8_t)b);
     for (size_t n = r0; n < r1; n++) {
-        for (size_t j = 0; j < SB; j++)
+        for (size_t j = c0 / bi; j <= (c1 - 1) / bi; j++)
             sf[j] = scale_at(p->part[1], p->scale_type, (n / bo) * SB + j);
         const uint8_t *w = (const uint8_t *)p->part[0] + n * K;
-        gm_bf16 *d = dst + (n - r0) * K;
-        for (size_t k = 0; k < K; k++)
-            d[k] = gm_f32_to_bf16(lut[w[k]] * sf[k / bi]);
+        gm_bf16 *d = dst + (n - r0) * (c1 - c0);
+        for (size_t k = c0; k < c1; k++)
+            d[k - c0] = gm_f32_to_bf16(lut[w[k]] * sf[k / bi]);
     }
 }
 
-/* Q4NX rows n of (out, in): row n % 32 of each block of its row of blocks. */
-static void q4nx_rows(const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst)
+/* Q4NX rows n of (out, in), inputs [c0, c1): row n % 32 of each block of its row of blocks. */
+static void q4nx_rows(const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1, gm_bf16 *dst)
 {
     const size_t K = p->in, NBC = (K + GM_Q4NX_COLS - 1) / GM_Q4NX_COLS, NG = GM_Q4NX_COLS / GM_Q4NX_GROUP;
     for (size_t n = r0; n < r1; n++) {
         const size_t r = n % GM_Q4NX_ROWS, h = r / 16, b = (r % 16) / 2, hi = r & 1;
-        gm_bf16 *d = dst + (n - r0) * K;
-        for (size_t bc = 0; bc < NBC; bc++) {
+        gm_bf16 *d = dst + (n - r0) * (c1 - c0);
+        for (size_t bc = c0 / GM_Q4NX_COLS; bc * GM_Q4NX_COLS < c1; bc++) {
             const uint8_t *blk = (const uint8_t *)p->part[0] + ((n / GM_Q4NX_ROWS) * NBC + bc) * GM_Q4NX_BLOCK_BYTES;
             const uint8_t *qs = blk + 1024 + h * GM_Q4NX_COLS * 8 + b;
             float s[GM_Q4NX_COLS / GM_Q4NX_GROUP], m[GM_Q4NX_COLS / GM_Q4NX_GROUP];
@@ -322,35 +331,39 @@ static void q4nx_rows(const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *ds
                 s[g] = scale_at(blk, GM_SRC_BF16, g * GM_Q4NX_ROWS + r);
                 m[g] = scale_at(blk + 512, GM_SRC_BF16, g * GM_Q4NX_ROWS + r);
             }
-            const size_t k0 = bc * GM_Q4NX_COLS, nc = K - k0 < GM_Q4NX_COLS ? K - k0 : GM_Q4NX_COLS;
-            for (size_t c = 0; c < nc; c++) {
+            const size_t k0 = bc * GM_Q4NX_COLS;
+            const size_t from = c0 > k0 ? c0 - k0 : 0, to = c1 - k0 < GM_Q4NX_COLS ? c1 - k0 : GM_Q4NX_COLS;
+            for (size_t c = from; c < to; c++) {
                 const unsigned byte = qs[c * 8];
                 const float qv = (float)(hi ? byte >> 4 : byte & 15u);
-                d[k0 + c] = gm_f32_to_bf16(s[c / GM_Q4NX_GROUP] * qv + m[c / GM_Q4NX_GROUP]);
+                d[k0 + c - c0] = gm_f32_to_bf16(s[c / GM_Q4NX_GROUP] * qv + m[c / GM_Q4NX_GROUP]);
             }
         }
     }
 }
 
-int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
-                    gm_status *st)
+int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                    gm_bf16 *dst, gm_status *st)
 {
+    if (c1 <= c0 || r1 <= r0)
+        return 0;
     if (q->method == GM_QUANT_Q4NX) {
-        q4nx_rows(p, r0, r1, dst);
+        q4nx_rows(p, r0, r1, c0, c1, dst);
         return 0;
     }
-    const size_t width = q->method == GM_QUANT_FP8 ? p->in : 2 * p->out;
-    float *buf = malloc((width ? width : 1) * 4); /* the scales, and the zero points beside them: 4 bytes each */
+    /* the scales (FP8: a row's blocks, by their index), and the zero points beside them: 4 bytes each */
+    const size_t width = q->method == GM_QUANT_FP8 ? p->in : 2 * (c1 - c0 + 8);
+    float *buf = malloc((width ? width : 1) * 4);
     if (!buf)
         return gm_fail(st, GM_ENOMEM, "dequantizing: out of memory");
-    int32_t *zf = (int32_t *)(void *)(buf + p->out);
+    int32_t *zf = (int32_t *)(void *)(buf + (c1 - c0 + 8));
     int rc = 0;
     if (q->method == GM_QUANT_AWQ)
-        awq_rows(q, p, r0, r1, dst, zf, buf);
+        awq_rows(q, p, r0, r1, c0, c1, dst, zf, buf);
     else if (q->method == GM_QUANT_GPTQ)
-        rc = gptq_rows(q, p, r0, r1, dst, zf, buf, st);
+        rc = gptq_rows(q, p, r0, r1, c0, c1, dst, zf, buf, st);
     else if (q->method == GM_QUANT_FP8)
-        fp8_rows(q, p, r0, r1, dst, buf);
+        fp8_rows(q, p, r0, r1, c0, c1, dst, buf);
     else
         rc = gm_fail(st, GM_EUNSUPPORTED, "dequantizing: quantization method '%s' has no rule",
                      gm_quant_method_name(q->method));

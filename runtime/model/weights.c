@@ -105,19 +105,30 @@ static int read_straight(const item *it)
     return it->kind == ITEM_PART || (it->kind == ITEM_FLOAT && !it->transpose && it->type == GM_SRC_BF16);
 }
 
-/* Written in the order of its rows: read straight, converted, or dequantized in its rule's own form. */
-static int writes_in_order(const item *it) { return read_straight(it) || !it->transpose; }
+/*
+** Written in the order of its rows: read straight, converted, or
+** dequantized (a piece of a projection dequantized into the other form
+** fills whole rows of it too: a block of its columns at a time).
+*/
+static int writes_in_order(const item *it) { return read_straight(it) || it->kind == ITEM_DEQUANT || !it->transpose; }
 
 static void *dst_of(const plan *p, const item *it)
 {
     return it->in_place ? (void *)(uintptr_t)it->data : (void *)(p->base + it->offset);
 }
 
+/*
+** The rows the pieces of an item are cut along: the file's; a dequantized
+** projection's as it is held (its rule's natural rows, or, held in the
+** other form, its natural columns).
+*/
+static size_t rows_of(const item *it) { return it->kind == ITEM_DEQUANT && it->transpose ? it->cols : it->rows; }
+
 /* The rows of one piece of the item: about PIECE_BYTES of them, a whole multiple of 32. */
 static size_t piece_rows(const item *it)
 {
-    const size_t bytes = it->kind == ITEM_DEQUANT ? it->cols * 2 : row_bytes(it);
-    const size_t step = bytes ? PIECE_BYTES / bytes : it->rows;
+    const size_t bytes = it->kind != ITEM_DEQUANT ? row_bytes(it) : 2 * (it->transpose ? it->rows : it->cols);
+    const size_t step = bytes ? PIECE_BYTES / bytes : rows_of(it);
     return step < 32 ? 32 : step / 32 * 32;
 }
 
@@ -239,8 +250,8 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
                 const size_t bytes = it->rows * it->cols * (it->kind == ITEM_PART ? it->esize : 2);
                 p->size += (bytes + 63) / 64 * 64;
             }
-            const size_t step = piece_rows(it);
-            n_pieces += it->rows ? (it->rows + step - 1) / step : 1;
+            const size_t step = piece_rows(it), rows = rows_of(it);
+            n_pieces += rows ? (rows + step - 1) / step : 1;
         }
     }
     for (size_t i = 0; i < n_specs && !st->code; i++)
@@ -255,7 +266,7 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
     for (size_t i = 0; i < p->n_items; i++) {
         const item *it = &p->items[i];
-        const size_t rows = it->rows, step = piece_rows(it);
+        const size_t rows = rows_of(it), step = piece_rows(it);
         size_t r = 0;
         do {
             p->pieces[p->n_pieces++] = (piece){it, r, r + step < rows ? r + step : rows};
@@ -371,9 +382,11 @@ static void load_piece(void *ctx, int k)
 
 /*
 ** Task k, once every part is in place: a dequantized projection's piece,
-** rows [r0, r1) of its rule's natural form. Held in that form: straight
-** into its rows. Held in the other: DEQUANT_ROWS rows at a time into a
-** buffer (in cache), then through the kernels' transposes into place.
+** rows [r0, r1) as it is held. Held in its rule's natural form: straight
+** into those rows. Held in the other: they are the rule's columns [r0, r1);
+** DEQUANT_ROWS of its rows at a time into a buffer (in cache), then through
+** the kernels' transposes into place, so that the piece fills its own rows
+** and no other.
 */
 static void dequant_piece(void *ctx, int k)
 {
@@ -385,18 +398,21 @@ static void dequant_piece(void *ctx, int k)
     gm_bf16 *dst = dst_of(p, it);
     gm_status *err = &p->errors[k];
     if (!it->transpose) {
-        gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, dst + pc->r0 * it->cols, err);
+        gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
         return;
     }
-    gm_bf16 *buf = malloc(DEQUANT_ROWS * it->cols * sizeof *buf);
+    const size_t w = pc->r1 - pc->r0;
+    gm_bf16 *buf = malloc(DEQUANT_ROWS * w * sizeof *buf);
     if (!buf) {
         gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
         return;
     }
-    for (size_t r = pc->r0; r < pc->r1 && !err->code; r += DEQUANT_ROWS) {
-        const size_t n = pc->r1 - r < DEQUANT_ROWS ? pc->r1 - r : DEQUANT_ROWS;
-        if (gm_dequant_rows(p->quant, &it->qp, r, r + n, buf, err) == 0)
-            gm_convert_rows(dst, buf, GM_SRC_BF16, it->rows, it->cols, r, r + n, 1);
+    /* the piece's rows, held, as a (w, rows) tensor of its own: rows [r, r + n) of (rows, w) transposed into it */
+    gm_bf16 *held = dst + pc->r0 * it->rows;
+    for (size_t r = 0; r < it->rows && !err->code; r += DEQUANT_ROWS) {
+        const size_t n = it->rows - r < DEQUANT_ROWS ? it->rows - r : DEQUANT_ROWS;
+        if (gm_dequant_rows(p->quant, &it->qp, r, r + n, pc->r0, pc->r1, buf, err) == 0)
+            gm_convert_rows(held, buf, GM_SRC_BF16, it->rows, w, r, r + n, 1);
     }
     free(buf);
 }

@@ -130,14 +130,15 @@ typedef struct gm_quant_parts {
 } gm_quant_parts;
 
 /*
-** Rows [r0, r1) of the dequantized W in the format's natural form
-** (gm_quant_natural_form: rows are inputs for AWQ and GPTQ, outputs for FP8
-** and Q4NX) into dst, row-major, each row as wide as the other dimension.
-** Checks what only the data can show (a g_idx group out of range), as one
-** line in st naming the tensor. Safe to call from several threads at once.
+** Rows [r0, r1) and columns [c0, c1) of the dequantized W in the format's
+** natural form (gm_quant_natural_form: rows are inputs for AWQ and GPTQ,
+** outputs for FP8 and Q4NX) into dst, row-major, (r1 - r0) rows of c1 - c0;
+** for AWQ and GPTQ c0 is a multiple of 8. Checks what only the data can
+** show (a g_idx group out of range), as one line in st naming the tensor.
+** Safe to call from several threads at once.
 */
-int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, gm_bf16 *dst,
-                    gm_status *st);
+int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                    gm_bf16 *dst, gm_status *st);
 
 /* An FP8 e4m3 (e4m3fn: bias 7, no infinities, S.1111.111 NaN) byte as f32, exactly. */
 float gm_e4m3_to_f32(uint8_t b);

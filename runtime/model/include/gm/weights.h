@@ -22,8 +22,9 @@
 ** where the file holds it (copied only when its data is not aligned to its
 ** element), the NPU pipeline's input, and stays mapped and in memory; the
 ** projection's bf16 field is dequantized from the parts into the arena, in
-** the form asked for: row by row in the format's natural form, or a block of
-** rows at a time through the kernels' transposes into the other.
+** the form asked for: row by row in the format's natural form, or, into the
+** other, a block of the rule's columns a task, 32 of its rows at a time
+** through the kernels' transposes, each task filling rows of its own.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H

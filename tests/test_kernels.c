@@ -2,7 +2,8 @@
 ** The matrix kernels against the plain reference kernel, on awkward shapes
 ** (one row, rows not a multiple of 4, columns not a multiple of 8, k-blocks
 ** with a tail), on every tier this CPU runs, with and without bias
-** and rounding; and the vectorized rounding on its edge cases.
+** and rounding; the vectorized rounding on its edge cases; the element-wise
+** steps, bit for bit across tiers; and the kernels' exp against e^x.
 */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -320,15 +321,31 @@ Test(kernels, exact_sums_give_the_same_bits_on_every_tier_the_amx_ones_too)
     gm_pool_free(pool);
 }
 
-/* The three element-wise steps of the current tier, into r[0..3). */
-static void element_wise(float r[3][1007], const float *x, const float *y, const gm_bf16 *w, const float *g,
-                         const float *u, int n, int round)
+/*
+** Where exp's results are special or its reduction changes case: infinities, NaN, zeros, denormal inputs, the
+** overflow threshold (e^88.72284 > FLT_MAX), the last normal and denormal results (-87.33655, -103.97208), the
+** clamps, the edges of its reduced range (multiples of ln 2 / 2) and of the rounding to an integer n.
+*/
+static const float exp_edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0x1p-149f, -0x1p-149f, 0x1p-126f,
+                                  1e-30f, -1e-30f, 88.72283f, 88.72284f, 88.7229f, 89.0f, 89.5f, 90.0f, 1e30f,
+                                  -87.33654f, -87.33655f, -87.4f, -100.0f, -103.972f, -103.9721f, -103.98f, -104.0f,
+                                  -104.5f, -200.0f, -1e30f, 0.34657359f, -0.34657359f, 0.3465736f, 1.0397208f,
+                                  -1.0397208f, 0.6931472f, 1.0f, -1.0f, 0.5f, 2.0f, 10.0f, -10.0f, 64.0f, -64.0f,
+                                  88.0f, -88.0f, 0x1.8p-2f, 3.4657359f};
+enum { EXP_EDGES = sizeof exp_edges / sizeof exp_edges[0] };
+
+/* The element-wise steps of the current tier, into r[0..5): the last two gm_exp_sum's, of g and of u, with their sums. */
+static void element_wise(float r[5][1007], float sums[2], const float *x, const float *y, const gm_bf16 *w,
+                         const float *g, const float *u, int n, int round)
 {
     memcpy(r[0], x, sizeof(float) * n);
     gm_add_round(r[0], y, n, round);
     gm_norm_scale(r[1], x, w, 0.37f, n, round);
     memcpy(r[2], g, sizeof(float) * n);
     gm_swiglu(r[2], u, n, round);
+    sums[0] = gm_exp_sum(r[3], g, n, 0.0f);
+    memcpy(r[4], u, sizeof(float) * n); /* in place, as the runner calls it */
+    sums[1] = gm_exp_sum(r[4], r[4], n, 3.5f);
 }
 
 Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
@@ -341,14 +358,22 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
         w[i] = gm_f32_to_bf16(w32[i]), g[i] = 8.0f * rnd(), u[i] = 2.0f * rnd();
     }
     x[3] = NAN, g[5] = -INFINITY, g[6] = 90.0f, g[7] = -90.0f; /* NaN canonical, exp overflow and underflow */
+    for (int i = 0; i < EXP_EDGES; i++) /* exp's edges as gate values, and their negations (SiLU takes exp(-g)) */
+        g[20 + i] = exp_edges[i], g[20 + EXP_EDGES + i] = -exp_edges[i];
+    for (int i = 0; i < 300; i++) /* the whole range of exp, and beyond */
+        g[200 + i] = 230.0f * rnd();
     for (int round = 0; round < 2; round++) {
-        static float ref[3][N], r[3][N];
+        static float ref[5][N], r[5][N];
+        float ref_sums[2], sums[2];
         gm_kernels_select("portable");
-        element_wise(ref, x, y, w, g, u, N, round);
+        element_wise(ref, ref_sums, x, y, w, g, u, N, round);
         EACH_TIER(t) {
-            element_wise(r, x, y, w, g, u, N, round);
-            for (int f = 0; f < 3; f++)
+            element_wise(r, sums, x, y, w, g, u, N, round);
+            for (int f = 0; f < 5; f++)
                 cr_assert(memcmp(r[f], ref[f], sizeof r[f]) == 0, "step %d round=%d: %s and portable differ", f, round, t);
+            /* g's holds NaNs of both signs, and which of two NaNs an addition passes on is the compiler's choice */
+            cr_assert(isnan(sums[0]) && isnan(ref_sums[0]), "exp_sum of NaNs: %s %a, portable %a", t, sums[0], ref_sums[0]);
+            cr_assert(memcmp(&sums[1], &ref_sums[1], 4) == 0, "exp_sum's sum: %s %a, portable %a", t, sums[1], ref_sums[1]);
         }
         /* and each is the single rounding it promises */
         for (int i = 0; i < N; i++) {
@@ -635,4 +660,123 @@ Test(kernels, amx_products_read_each_weight_byte_once)
     }
     done();
     gm_pool_free(pool);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the products' register tiles */
+
+Test(kernels, every_register_tile_height_gives_the_same_bits_as_portable)
+{
+    /* T = 1 to 21 rows: every tile height of every tier (1 to 8 rows), the rows left over, two k-blocks, tail columns */
+    const int Ks[] = {40, 300};
+    enum { N = 200, MAXT = 21, MAXK = 300 };
+    gm_pool *pool = gm_pool_new(1);
+    float *X = malloc(sizeof(float) * MAXT * MAXK), *Y[2] = {malloc(sizeof(float) * MAXT * N), malloc(sizeof(float) * MAXT * N)};
+    gm_bf16 *W = malloc(2 * (size_t)MAXK * N);
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++)
+        for (int T = 1; T <= MAXT; T++) {
+            const int K = Ks[ki];
+            fill(X, T * K, W, K * N, K);
+            gm_kernels_select("portable");
+            gm_matmul(pool, Y[0], X, W, NULL, T, K, N, 0);
+            EACH_TIER(t) { /* (in, out): one sum in k order on every tier, the AMX ones' being AVX-512's */
+                gm_matmul(pool, Y[1], X, W, NULL, T, K, N, 0);
+                cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0, "T=%d K=%d: %s and portable differ", T, K, t);
+            }
+        }
+    done();
+    gm_pool_free(pool);
+    free(X), free(Y[0]), free(Y[1]), free(W);
+}
+
+/* ---------------------------------------------------------------------- */
+/* the kernels' exp */
+
+/* One unit in the last place of the float nearest r > 0 (2^-149 for denormals). */
+static double ulp_at(double r)
+{
+    int e;
+    frexp(r, &e);
+    return r < 0x1p-126 ? 0x1p-149 : ldexp(1.0, e - 24);
+}
+
+Test(kernels, exp_is_within_0_77_ulp_of_e_to_the_x_on_every_tier)
+{
+    /* every 65537th float (all exponents, both signs) and the edges, through gm_exp_sum with m = 0: y = exp(x) */
+    enum { N = 65536 + EXP_EDGES };
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    for (int i = 0; i < 65536; i++) {
+        const uint32_t b = (uint32_t)i * 65537u;
+        memcpy(&x[i], &b, 4);
+    }
+    memcpy(x + 65536, exp_edges, sizeof exp_edges);
+    EACH_TIER(t) {
+        gm_exp_sum(y, x, N, 0.0f);
+        double worst = 0;
+        int same = 0;
+        for (int i = 0; i < N; i++) {
+            const double r = exp((double)x[i]);
+            const float libc = expf(x[i]);
+            same += memcmp(&libc, &y[i], 4) == 0;
+            if (isnan(x[i])) {
+                cr_assert(isnan(y[i]), "%s: exp(%a) = %a, not NaN", t, x[i], y[i]);
+                continue;
+            }
+            if (r >= 0x1p128) { /* past FLT_MAX by more than an ulp: inf */
+                cr_assert(isinf(y[i]) && y[i] > 0, "%s: exp(%a) = %a, not inf", t, x[i], y[i]);
+                continue;
+            }
+            const double err = fabs((double)y[i] - r) / ulp_at(r);
+            cr_assert(err <= 0.77, "%s: exp(%a) = %a, %.3f ulp from %a", t, x[i], y[i], err, r);
+            worst = err > worst ? err : worst;
+        }
+        const float one = 1.0f, inf = INFINITY, zero = 0.0f;
+        for (int i = 65536; i < N; i++) { /* results that are exact */
+            const float xi = x[i];
+            if (xi == 0.0f || fabsf(xi) == 0x1p-149f || fabsf(xi) == 1e-30f)
+                cr_assert(memcmp(&y[i], &one, 4) == 0, "%s: exp(%a) = %a, not 1", t, xi, y[i]);
+            if (xi == -INFINITY || xi <= -104.0f)
+                cr_assert(memcmp(&y[i], &zero, 4) == 0, "%s: exp(%a) = %a, not +0", t, xi, y[i]);
+            if (xi >= 88.72284f)
+                cr_assert(memcmp(&y[i], &inf, 4) == 0, "%s: exp(%a) = %a, not inf", t, xi, y[i]);
+        }
+        cr_log_info("%s: exp at most %.3f ulp from e^x; %.2f%% the same bits as the C library's expf", t, worst,
+                    100.0 * same / N);
+    }
+    done();
+    free(x), free(y);
+}
+
+Test(kernels, exp_sum_adds_in_its_documented_order_on_every_tier)
+{
+    /* 16 partial sums, value k into sum k % 16 in turn; then j + 8 into j, j + 4 into j, and (0 + 2) + (1 + 3) */
+    const int ns[] = {0, 1, 2, 7, 15, 16, 17, 31, 32, 33, 100, 257, 1000};
+    enum { MAXN = 1000, PAST = 17 };
+    float x[MAXN], y[MAXN + PAST];
+    for (int i = 0; i < MAXN; i++)
+        x[i] = 20.0f * rnd() - 10.0f;
+    EACH_TIER(t)
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        const int n = ns[c];
+        for (int i = 0; i < MAXN + PAST; i++)
+            y[i] = -7.0f;
+        const float got = gm_exp_sum(y, x, n, 0.3f);
+        float s[16] = {0};
+        for (int k = 0; k < n; k++)
+            s[k % 16] += y[k];
+        for (int j = 0; j < 8; j++)
+            s[j] += s[j + 8];
+        for (int j = 0; j < 4; j++)
+            s[j] += s[j + 4];
+        const float want = (s[0] + s[2]) + (s[1] + s[3]);
+        cr_assert(memcmp(&got, &want, 4) == 0, "%s n=%d: sum %a, in the documented order %a", t, n, got, want);
+        for (int i = n; i < MAXN + PAST; i++)
+            cr_assert_eq(y[i], -7.0f, "%s n=%d: wrote y[%d]", t, n, i);
+        float one;
+        for (int k = 0; k < n; k += 37) { /* each value as a call of its own computes it */
+            gm_exp_sum(&one, x + k, 1, 0.3f);
+            cr_assert(memcmp(&one, &y[k], 4) == 0, "%s n=%d: y[%d] %a, alone %a", t, n, k, y[k], one);
+        }
+    }
+    done();
 }

@@ -24,8 +24,9 @@
 ** partial sums kept in Y between the pieces), and a block is about a
 ** megabyte of W per piece, so that it stays in L2 while every token block
 ** passes over it. A finished C tile is turned back to Y's (token, output)
-** order and finished at once by the epilogue (bias, rounding, SwiGLU, the
-** residual add) while it is in cache.
+** order, and once the block's outputs for two token blocks are complete,
+** the epilogue (bias, rounding, SwiGLU, the residual add) finishes them
+** while they are in cache.
 **
 ** Attention's two products run on tiles too (below), so that on this tier
 ** every product of bf16 values sums in TDPBF16PS's order, the same for a
@@ -194,7 +195,7 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
     return edge;
 }
 
-enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched */
+enum { AHEAD = 16 }; /* k-steps ahead whose lines of W are fetched */
 
 /* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */
 static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
@@ -262,22 +263,47 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
 }
 #endif
 
-/* C tile `tile` (a literal: the instructions name their tiles) from Y, or zero on the first piece of k */
-#define C_LOAD(tile, o, t, cols, n, rows)                                                                        \
+/*
+** A stripe's four C tiles (A0 and A1 by the first and the second token
+** block, as far as the stripe and the tokens reach) to Y from the stage,
+** or from Y into it.
+*/
+static void stripe_out(float (*c)[256], const gm_out *o0, const gm_out *o1, int t, int c0, int c1, int n, int m, int v0,
+                       int v1)
+{
+    c_out(c[0], o0, t, c0, n, v0);
+    if (v1)
+        c_out(c[1], o1, t, c0, m, v1);
+    if (c1) {
+        c_out(c[2], o0, t + 16, c1, n, v0);
+        if (v1)
+            c_out(c[3], o1, t + 16, c1, m, v1);
+    }
+}
+
+static void stripe_in(float (*c)[256], const gm_out *o0, const gm_out *o1, int t, int c0, int c1, int n, int m, int v0,
+                      int v1)
+{
+    c_in(c[0], o0, t, c0, n, v0);
+    if (v1)
+        c_in(c[1], o1, t, c0, m, v1);
+    if (c1) {
+        c_in(c[2], o0, t + 16, c1, n, v0);
+        if (v1)
+            c_in(c[3], o1, t + 16, c1, m, v1);
+    }
+}
+
+/* C tile `tile` (a literal: the instructions name their tiles) from the stage, or zero on the first piece of k */
+#define C_LOAD(tile)                                                                                             \
     do {                                                                                                         \
-        if (first) {                                                                                             \
+        if (first)                                                                                               \
             TILE_ZERO(tile);                                                                                     \
-        } else {                                                                                                 \
-            c_in(buf, o, t, cols, n, rows);                                                                      \
-            TILE_LOAD_STORED(tile, buf, 64);                                                                     \
-        }                                                                                                        \
+        else                                                                                                     \
+            TILE_LOAD_STORED(tile, stage[i][tile], 64);                                                          \
     } while (0)
 
-#define C_STORE(tile, o, t, cols, n, rows)                                                                       \
-    do {                                                                                                         \
-        TILE_STORE(tile, buf, 64);                                                                               \
-        c_out(buf, o, t, cols, n, rows);                                                                         \
-    } while (0)
+enum { SG = 8 }; /* stripes whose C tiles are staged before any of them is read back */
 
 /*
 ** Tiles 0-3 hold C: A0 (0, 2) and A1 (1, 3) by the first (0, 1) and second
@@ -287,7 +313,7 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
 */
 static void TIER(nk_block)(const gm_nk_block *b)
 {
-    float buf[16 * 16] __attribute__((aligned(64)));
+    float stage[SG][4][256] __attribute__((aligned(64)));
     gm_bf16 edge[2][16 * 32] __attribute__((aligned(64)));
     const int T = b->T, K = b->K, N = b->o->N, nt = tile_tokens(T), tblocks = (T + 15) / 16, steps = (K + 31) / 32;
     const int pair = b->o2 != NULL, h = pair ? 16 : 32, kc = gm_nk_kc(K);
@@ -305,69 +331,89 @@ static void TIER(nk_block)(const gm_nk_block *b)
         for (int tb = 0; tb < tblocks; tb += 2) {
             const int t = 16 * tb, two = tb + 1 < tblocks;
             const int c0 = T - t < 16 ? T - t : 16, c1 = two ? (T - t - 16 < 16 ? T - t - 16 : 16) : 0;
-            for (int n = b->n0; n < b->n1; n += h) {
-                const int m = pair ? n : n + 16; /* A1's first row, in o1 */
-                const int v0 = N - n < 16 ? N - n : 16, v1 = N - m < 0 ? 0 : N - m < 16 ? N - m : 16;
-                C_LOAD(0, o0, t, c0, n, v0);
-                if (v1)
-                    C_LOAD(1, o1, t, c0, m, v1);
-                if (two) {
-                    C_LOAD(2, o0, t + 16, c1, n, v0);
+            /*
+            ** SG stripes at a time: their C tiles go to the stage, and only
+            ** then back to Y (a vector load of what a tile store has just
+            ** written waits for it, and the tiles with it)
+            */
+            for (int g = b->n0; g < b->n1; g += SG * h) {
+                const int ns = (b->n1 - g + h - 1) / h < SG ? (b->n1 - g + h - 1) / h : SG;
+#define STRIPE(i, n, m, v0, v1)                                                                                  \
+    const int n = g + (i) * h, m = pair ? n : n + 16; /* A1's first row, in o1 */                             \
+    const int v0 = N - n < 16 ? N - n : 16, v1 = N - m < 0 ? 0 : N - m < 16 ? N - m : 16
+                if (!first)
+                    for (int i = 0; i < ns; i++) {
+                        STRIPE(i, n, m, v0, v1);
+                        stripe_in(stage[i], o0, o1, t, c0, c1, n, m, v0, v1);
+                    }
+                for (int i = 0; i < ns; i++) {
+                    STRIPE(i, n, m, v0, v1);
+                    C_LOAD(0);
                     if (v1)
-                        C_LOAD(3, o1, t + 16, c1, m, v1);
-                }
-                int s = k0 / 32;
-                const int se = (k1 + 31) / 32;
-                if (v0 == 16 && v1 == 16 && two) { /* whole tiles: the loop that does the work */
-                    const gm_bf16 *a0 = o0->W + (long)n * K, *a1 = o1->W + (long)m * K;
-                    const uint32_t *b0 = xp_tile(b->Xp, nt, steps, tb, 0), *b1 = xp_tile(b->Xp, nt, steps, tb + 1, 0);
-                    const long sa = (long)K * 2;
-                    const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
-                    for (; s < sw; s++) {
-                        if (tb == 0) /* the first token blocks read the block's W from memory */
-                            fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
-                        TILE_LOAD(4, a0 + 32 * s, sa);
-                        TILE_LOAD(5, a1 + 32 * s, sa);
-                        TILE_LOAD(6, b0 + 256 * s, 64);
-                        TILE_LOAD(7, b1 + 256 * s, 64);
-                        TILE_DP(0, 4, 6);
-                        TILE_DP(1, 5, 6);
-                        TILE_DP(2, 4, 7);
-                        TILE_DP(3, 5, 7);
-                    }
-                }
-                for (; s < se; s++) { /* the rest: a stripe past the last row, a k tail, one token block */
-                    if (tb == 0)
-                        fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
-                    long sa;
-                    const gm_bf16 *a = a_tile(o0->W, K, n, v0, s, edge[0], &sa);
-                    TILE_LOAD_STORED(4, a, sa);
-                    TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
-                    TILE_DP(0, 4, 6);
-                    if (v1) {
-                        a = a_tile(o1->W, K, m, v1, s, edge[1], &sa);
-                        TILE_LOAD_STORED(5, a, sa);
-                        TILE_DP(1, 5, 6);
-                    }
+                        C_LOAD(1);
                     if (two) {
-                        TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
-                        TILE_DP(2, 4, 7);
+                        C_LOAD(2);
                         if (v1)
+                            C_LOAD(3);
+                    }
+                    int s = k0 / 32;
+                    const int se = (k1 + 31) / 32;
+                    if (v0 == 16 && v1 == 16 && two) { /* whole tiles: the loop that does the work */
+                        const gm_bf16 *a0 = o0->W + (long)n * K, *a1 = o1->W + (long)m * K;
+                        const uint32_t *b0 = xp_tile(b->Xp, nt, steps, tb, 0);
+                        const uint32_t *b1 = xp_tile(b->Xp, nt, steps, tb + 1, 0);
+                        const long sa = (long)K * 2;
+                        const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
+                        for (; s < sw; s++) {
+                            if (tb == 0) /* the first token blocks read the block's W from memory */
+                                fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
+                            TILE_LOAD(4, a0 + 32 * s, sa);
+                            TILE_LOAD(5, a1 + 32 * s, sa);
+                            TILE_LOAD(6, b0 + 256 * s, 64);
+                            TILE_LOAD(7, b1 + 256 * s, 64);
+                            TILE_DP(0, 4, 6);
+                            TILE_DP(1, 5, 6);
+                            TILE_DP(2, 4, 7);
                             TILE_DP(3, 5, 7);
+                        }
+                    }
+                    for (; s < se; s++) { /* the rest: a stripe past the last row, a k tail, one token block */
+                        if (tb == 0)
+                            fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
+                        long sa;
+                        const gm_bf16 *a = a_tile(o0->W, K, n, v0, s, edge[0], &sa);
+                        TILE_LOAD_STORED(4, a, sa);
+                        TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
+                        TILE_DP(0, 4, 6);
+                        if (v1) {
+                            a = a_tile(o1->W, K, m, v1, s, edge[1], &sa);
+                            TILE_LOAD_STORED(5, a, sa);
+                            TILE_DP(1, 5, 6);
+                        }
+                        if (two) {
+                            TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
+                            TILE_DP(2, 4, 7);
+                            if (v1)
+                                TILE_DP(3, 5, 7);
+                        }
+                    }
+                    TILE_STORE(0, stage[i][0], 64);
+                    if (v1)
+                        TILE_STORE(1, stage[i][1], 64);
+                    if (two) {
+                        TILE_STORE(2, stage[i][2], 64);
+                        if (v1)
+                            TILE_STORE(3, stage[i][3], 64);
                     }
                 }
-                C_STORE(0, o0, t, c0, n, v0);
-                if (v1)
-                    C_STORE(1, o1, t, c0, m, v1);
-                if (two) {
-                    C_STORE(2, o0, t + 16, c1, n, v0);
-                    if (v1)
-                        C_STORE(3, o1, t + 16, c1, m, v1);
+                for (int i = 0; i < ns; i++) {
+                    STRIPE(i, n, m, v0, v1);
+                    stripe_out(stage[i], o0, o1, t, c0, c1, n, m, v0, v1);
                 }
-                if (last) /* the stripe's outputs are complete: finish them while they are in cache */
-                    gm_ep_rows(b->k, o0, b->o2, b->ep, b->round, t, t + c0 + c1, n,
-                               n + (pair ? v0 : v0 + v1));
+#undef STRIPE
             }
+            if (last) /* the block's outputs for these tokens are complete: finished while they are in cache */
+                gm_ep_rows(b->k, o0, b->o2, b->ep, b->round, t, t + c0 + c1, b->n0, b->n1 < N ? b->n1 : N);
         }
     }
     TILE_RELEASE();

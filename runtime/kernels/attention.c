@@ -1,7 +1,7 @@
 /*
-** Attention's two products (gm/kernels.h): each call runs on the calling
-** thread, on the tier that runs the projections; the arithmetic is in the
-** tier files.
+** Attention's two products and its softmax's exponentials (gm/kernels.h):
+** each call runs on the calling thread, on the tier that runs the
+** projections; the arithmetic is in the tier files.
 */
 #include "gm/kernels.h"
 
@@ -17,3 +17,5 @@ void gm_attn_values(float *O, long ldo, const float *P, long ldp, int nq, const 
 {
     gm_tier_current()->attn_values(O, ldo, P, ldp, nq, V, ldv, nk, d, accumulate);
 }
+
+float gm_exp_sum(float *y, const float *x, int n, float m) { return gm_tier_current()->exp_sum(y, x, n, m); }

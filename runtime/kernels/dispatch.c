@@ -43,6 +43,7 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
+    FROM_BASE(exp_sum);
 #undef FROM_BASE
 }
 

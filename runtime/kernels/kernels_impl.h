@@ -107,6 +107,9 @@ typedef struct gm_tier {
     void (*attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
     void (*attn_values)(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
                         int accumulate);
+
+    /* gm_exp_sum (gm/kernels.h): the softmax's exponentials and their sum, in the one order it documents */
+    float (*exp_sum)(float *y, const float *x, int n, float m);
 } gm_tier;
 
 /*

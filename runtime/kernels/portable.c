@@ -1,9 +1,11 @@
 /*
 ** The portable tier: plain C, with the same cache blocking and the same
 ** order of every sum as the wider tiers, so that each output is the same
-** f32 sum (bit for bit where the products are exact: bf16 inputs). The load-time transposes use SSE2 where the compiler targets it
-** (every x86-64 CPU has it), plain loops elsewhere; conversions are exact
-** scalar code.
+** f32 sum (bit for bit where the products are exact: bf16 inputs). The
+** element-wise steps and their exp are the vector tiers' source at one lane
+** (vec_steps.h on v1.h), so they give the same bits. The load-time
+** transposes use SSE2 where the compiler targets it (every x86-64 CPU has
+** it), plain loops elsewhere; conversions are exact scalar code.
 */
 #include <math.h>
 #include <stdint.h>
@@ -110,31 +112,12 @@ static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_
 }
 
 /* ---------------------------------------------------------------------- */
-/* the steps between them */
+/* the steps between them: vec_steps.h at one lane (v1.h), the same source and bits as the vector tiers' */
 
-static void finish_portable(float *y, const gm_bf16 *b, int n, int round)
-{
-    for (int i = 0; i < n; i++)
-        y[i] = round1(b ? y[i] + gm_bf16_to_f32(b[i]) : y[i], round);
-}
-
-static void add_round_portable(float *x, const float *y, int n, int round)
-{
-    for (int i = 0; i < n; i++)
-        x[i] = round1(x[i] + y[i], round);
-}
-
-static void norm_scale_portable(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round)
-{
-    for (int i = 0; i < n; i++)
-        y[i] = round1(gm_bf16_to_f32(w[i]) * round1(x[i] * inv, round), round);
-}
-
-static void swiglu_portable(float *g, const float *u, int n, int round)
-{
-    for (int i = 0; i < n; i++)
-        g[i] = round1(round1(g[i] / (1.0f + expf(-g[i])), round) * u[i], round);
-}
+#define GM_VF_LANES 1
+#define TIER(x) x##_portable
+#include "vf.h"
+#include "vec_steps.h"
 
 /* ---------------------------------------------------------------------- */
 /* attention's products: plain loops, each output one sum in the promised order */
@@ -312,4 +295,5 @@ const gm_tier gm_tier_portable = {
     .transpose = transpose_portable,
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
+    .exp_sum = exp_sum_portable,
 };

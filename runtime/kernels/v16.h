@@ -1,13 +1,15 @@
 /*
-** Internal: the 16-lane vector operations the AVX-512 tier (avx512.c) is
-** written in, in two implementations of the same semantics: the AVX-512
-** instructions themselves, and, with GM_V16_MODEL defined, a model made of
-** two AVX2 halves (lanes 0-7 and 8-15), so that the AVX-512 kernels' source
-** runs and is tested on a CPU without AVX-512 (avx512_model.c). Every
-** operation is lane-wise IEEE arithmetic or a data movement, so the two
-** give the same bits.
+** Internal: the 16-lane vector operations of the AVX-512 tier, the twin of
+** v8.h (the same operations at 16 lanes; vf.h gives both the names the
+** shared kernels are written in), in two implementations of the same
+** semantics: the AVX-512 instructions themselves, and, with GM_V16_MODEL
+** defined, a model made of two of v8.h's AVX2 halves (lanes 0-7 and 8-15),
+** so that the AVX-512 kernels' source runs and is tested on a CPU without
+** AVX-512 (avx512_model.c). Every operation is lane-wise IEEE arithmetic or
+** a data movement, and the one sum across lanes (v16_hsum) adds the two
+** halves and then as v8_hsum does in both, so the two give the same bits.
 **
-**   v16: 16 f32 lanes.  w32: 32 bf16 values, two to a 32-bit lane (the even
+**   v16: 16 f32 lanes.  v16w: 32 bf16 values, two to a 32-bit lane (the even
 **   column low, the odd one high), as 64 bytes of a row of W load.
 */
 #ifndef GM_V16_H
@@ -16,43 +18,53 @@
 #include <immintrin.h>
 
 #include "gm/bf16.h"
+#include "v8.h"
 
 #ifndef GM_V16_MODEL
 
 typedef __m512 v16;
-typedef __m512i w32;
+typedef __m512i v16w;
 
 static inline v16 v16_zero(void) { return _mm512_setzero_ps(); }
+static inline v16 v16_set1(float x) { return _mm512_set1_ps(x); }
 static inline v16 v16_load(const float *p) { return _mm512_loadu_ps(p); }
 static inline void v16_store(float *p, v16 v) { _mm512_storeu_ps(p, v); }
 static inline v16 v16_bcast(const float *p) { return _mm512_set1_ps(*p); }
 static inline v16 v16_fma(v16 a, v16 b, v16 c) { return _mm512_fmadd_ps(a, b, c); }
-static inline w32 w32_load(const gm_bf16 *p) { return _mm512_loadu_si512((const void *)p); }
-static inline void w32_store_aligned(gm_bf16 *p, w32 v) { _mm512_store_si512((void *)p, v); }
-/* the even columns (0, 2, .., 30) as f32: shifted up; the odd ones: masked */
-static inline v16 w32_even(w32 v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
-static inline v16 w32_odd(w32 v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u))); }
+static inline v16 v16_add(v16 a, v16 b) { return _mm512_add_ps(a, b); }
+static inline v16 v16_sub(v16 a, v16 b) { return _mm512_sub_ps(a, b); }
+static inline v16 v16_mul(v16 a, v16 b) { return _mm512_mul_ps(a, b); }
+static inline v16 v16_div(v16 a, v16 b) { return _mm512_div_ps(a, b); }
+static inline v16 v16_min(v16 a, v16 b) { return _mm512_min_ps(a, b); }
+static inline v16 v16_max(v16 a, v16 b) { return _mm512_max_ps(a, b); }
 
-/* 16 bf16 as f32: widened to 32 bits and shifted into the high half */
+/* lanes [0, n) of p, 0 <= n <= 16, under a mask: the others are 0 and not read (or written) */
+static inline __mmask16 v16_mask(int n) { return (__mmask16)((1u << n) - 1u); }
+static inline v16 v16_load_part(const float *p, int n) { return _mm512_maskz_loadu_ps(v16_mask(n), p); }
+static inline void v16_store_part(float *p, int n, v16 v) { _mm512_mask_storeu_ps(p, v16_mask(n), v); }
+
 static inline v16 v16_load_bf16(const gm_bf16 *p)
 {
     const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* the sum of the 16 lanes: the two halves of 8 added, then 4 + 4, 2 + 2, 1 + 1 */
+static inline v16w v16w_load(const gm_bf16 *p) { return _mm512_loadu_si512((const void *)p); }
+static inline v16 v16w_even(v16w v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+static inline v16 v16w_odd(v16w v)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+/* the sum of the 16 lanes: the two halves of 8 added, then as v8_hsum */
 static inline float v16_hsum(v16 v)
 {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return v8_hsum(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
 /* y[0..32) into its even and odd columns, and back */
-static inline void v16_split32(const float *y, v16 *even, v16 *odd)
+static inline void v16_split(const float *y, v16 *even, v16 *odd)
 {
     const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i o = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -61,7 +73,7 @@ static inline void v16_split32(const float *y, v16 *even, v16 *odd)
     *odd = _mm512_permutex2var_ps(a, o, b);
 }
 
-static inline void v16_join32(float *y, v16 even, v16 odd)
+static inline void v16_join(float *y, v16 even, v16 odd)
 {
     const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
@@ -69,69 +81,78 @@ static inline void v16_join32(float *y, v16 even, v16 odd)
     _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(even, hi, odd));
 }
 
-#else /* the model: two AVX2 halves */
+static inline v16 v16_round_bf16(v16 v)
+{
+    const __m512i u = _mm512_castps_si512(v);
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)),
+                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    r = _mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                   _mm512_set1_epi32(0x7F800000));
+    return _mm512_castsi512_ps(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC00000)));
+}
+
+static inline void v16_exp2_halves(v16 t, v16 *a, v16 *b)
+{
+    const __m512i n = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_set1_epi32(0x4B400000));
+    const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1), bias = _mm512_set1_epi32(127);
+    *a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    *b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+}
+
+static inline v16 v16_nan_pass(v16 x, v16 r)
+{
+    return _mm512_mask_add_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x);
+}
+
+#else /* the model: two AVX2 halves, each v8.h's operation */
 
 typedef struct v16 {
-    __m256 lo, hi;
+    v8 lo, hi;
 } v16;
-typedef struct w32 {
-    __m256i lo, hi; /* columns 0-15 and 16-31 */
-} w32;
+typedef struct v16w {
+    v8w lo, hi; /* columns 0-15 and 16-31 */
+} v16w;
 
-static inline v16 v16_zero(void) { return (v16){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-static inline v16 v16_load(const float *p) { return (v16){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-static inline void v16_store(float *p, v16 v) { _mm256_storeu_ps(p, v.lo), _mm256_storeu_ps(p + 8, v.hi); }
-static inline v16 v16_bcast(const float *p) { return (v16){_mm256_broadcast_ss(p), _mm256_broadcast_ss(p)}; }
-static inline v16 v16_fma(v16 a, v16 b, v16 c)
+static inline v16 v16_zero(void) { return (v16){v8_zero(), v8_zero()}; }
+static inline v16 v16_set1(float x) { return (v16){v8_set1(x), v8_set1(x)}; }
+static inline v16 v16_load(const float *p) { return (v16){v8_load(p), v8_load(p + 8)}; }
+static inline void v16_store(float *p, v16 v) { v8_store(p, v.lo), v8_store(p + 8, v.hi); }
+static inline v16 v16_bcast(const float *p) { return (v16){v8_bcast(p), v8_bcast(p)}; }
+static inline v16 v16_fma(v16 a, v16 b, v16 c) { return (v16){v8_fma(a.lo, b.lo, c.lo), v8_fma(a.hi, b.hi, c.hi)}; }
+static inline v16 v16_add(v16 a, v16 b) { return (v16){v8_add(a.lo, b.lo), v8_add(a.hi, b.hi)}; }
+static inline v16 v16_sub(v16 a, v16 b) { return (v16){v8_sub(a.lo, b.lo), v8_sub(a.hi, b.hi)}; }
+static inline v16 v16_mul(v16 a, v16 b) { return (v16){v8_mul(a.lo, b.lo), v8_mul(a.hi, b.hi)}; }
+static inline v16 v16_div(v16 a, v16 b) { return (v16){v8_div(a.lo, b.lo), v8_div(a.hi, b.hi)}; }
+static inline v16 v16_min(v16 a, v16 b) { return (v16){v8_min(a.lo, b.lo), v8_min(a.hi, b.hi)}; }
+static inline v16 v16_max(v16 a, v16 b) { return (v16){v8_max(a.lo, b.lo), v8_max(a.hi, b.hi)}; }
+static inline v16 v16_load_part(const float *p, int n)
 {
-    return (v16){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+    return (v16){v8_load_part(p, n < 8 ? n : 8), v8_load_part(p + 8, n - 8)};
 }
-static inline w32 w32_load(const gm_bf16 *p)
+static inline void v16_store_part(float *p, int n, v16 v)
 {
-    return (w32){_mm256_loadu_si256((const __m256i *)(const void *)p),
-                 _mm256_loadu_si256((const __m256i *)(const void *)(p + 16))};
+    v8_store_part(p, n < 8 ? n : 8, v.lo), v8_store_part(p + 8, n - 8, v.hi);
 }
-static inline void w32_store_aligned(gm_bf16 *p, w32 v)
+static inline v16 v16_load_bf16(const gm_bf16 *p) { return (v16){v8_load_bf16(p), v8_load_bf16(p + 8)}; }
+static inline v16w v16w_load(const gm_bf16 *p) { return (v16w){v8w_load(p), v8w_load(p + 16)}; }
+static inline v16 v16w_even(v16w v) { return (v16){v8w_even(v.lo), v8w_even(v.hi)}; }
+static inline v16 v16w_odd(v16w v) { return (v16){v8w_odd(v.lo), v8w_odd(v.hi)}; }
+static inline float v16_hsum(v16 v) { return v8_hsum(v8_add(v.lo, v.hi)); }
+static inline void v16_split(const float *y, v16 *even, v16 *odd)
 {
-    _mm256_store_si256((__m256i *)(void *)p, v.lo), _mm256_store_si256((__m256i *)(void *)(p + 16), v.hi);
+    v8_split(y, &even->lo, &odd->lo), v8_split(y + 16, &even->hi, &odd->hi);
 }
-static inline v16 w32_even(w32 v)
+static inline void v16_join(float *y, v16 even, v16 odd)
 {
-    return (v16){_mm256_castsi256_ps(_mm256_slli_epi32(v.lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(v.hi, 16))};
+    v8_join(y, even.lo, odd.lo), v8_join(y + 16, even.hi, odd.hi);
 }
-static inline v16 w32_odd(w32 v)
+static inline v16 v16_round_bf16(v16 v) { return (v16){v8_round_bf16(v.lo), v8_round_bf16(v.hi)}; }
+static inline void v16_exp2_halves(v16 t, v16 *a, v16 *b)
 {
-    const __m256i m = _mm256_set1_epi32((int)0xFFFF0000u);
-    return (v16){_mm256_castsi256_ps(_mm256_and_si256(v.lo, m)), _mm256_castsi256_ps(_mm256_and_si256(v.hi, m))};
+    v8_exp2_halves(t.lo, &a->lo, &b->lo), v8_exp2_halves(t.hi, &a->hi, &b->hi);
 }
-static inline v16 v16_load_bf16(const gm_bf16 *p)
-{
-    const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
-    const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p + 8)));
-    return (v16){_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
-}
-static inline float v16_hsum(v16 v)
-{
-    const __m256 h = _mm256_add_ps(v.lo, v.hi);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-static inline void v16_split32(const float *y, v16 *even, v16 *odd)
-{
-    float e[16], o[16];
-    for (int i = 0; i < 16; i++)
-        e[i] = y[2 * i], o[i] = y[2 * i + 1];
-    *even = v16_load(e), *odd = v16_load(o);
-}
-static inline void v16_join32(float *y, v16 even, v16 odd)
-{
-    float e[16], o[16];
-    v16_store(e, even), v16_store(o, odd);
-    for (int i = 0; i < 16; i++)
-        y[2 * i] = e[i], y[2 * i + 1] = o[i];
-}
+static inline v16 v16_nan_pass(v16 x, v16 r) { return (v16){v8_nan_pass(x.lo, r.lo), v8_nan_pass(x.hi, r.hi)}; }
 
 #endif
 #endif

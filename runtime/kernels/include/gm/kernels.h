@@ -97,7 +97,17 @@ void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T,
 */
 void gm_add_round(float *x, const float *y, int n, int round);                                   /* x = r(x + y) */
 void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);   /* y = r(w r(x inv)) */
-void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + expf(-g))) u): SiLU(gate) * up */
+void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + exp(-g))) u): SiLU(gate) * up */
+
+/*
+** y[i] = exp(x[i] - m) for i < n (y may be x), the softmax's exponentials,
+** and their sum, in one order on every tier: 16 partial sums from 0, sum j
+** adding y[j], y[j + 16], y[j + 32], .. in turn, then s[j] + s[j + 8] for
+** j < 8, the first 4 of those plus the last 4, and (s0 + s2) + (s1 + s3).
+** The exp here and in gm_swiglu is the kernels' own, within 0.77 ulp of e^x
+** (vec_steps.h), written once for every tier: the same bits everywhere.
+*/
+float gm_exp_sum(float *y, const float *x, int n, float m);
 
 /*
 ** Attention's two products, as the runner's blocked attention calls them, one

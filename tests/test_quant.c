@@ -341,22 +341,27 @@ Test(quant, the_real_repos_header_only_snapshots_scaffold_with_their_documented_
     tu_rmtree(dir);
 }
 
-/* Rows [r0, r1) x columns [c0, c1) of gm_dequant_rows against the same block of the whole rows' result. */
+/*
+** Rows [r0, r1) x columns [c0, c1) of gm_dequant_rows, or of gm_dequant_rows_other (the natural form's transpose),
+** against the same block of the whole rows' result.
+*/
 static void assert_block(const char *what, const gm_quant_config *q, const gm_quant_parts *p, size_t rows, size_t cols,
-                         size_t r0, size_t r1, size_t c0, size_t c1)
+                         int other, size_t r0, size_t r1, size_t c0, size_t c1)
 {
     gm_status st = {0};
     gm_bf16 *whole = calloc(rows * cols, 2), *block = calloc((r1 - r0) * (c1 - c0), 2);
     cr_assert_eq(gm_dequant_rows(q, p, 0, rows, 0, cols, whole, &st), 0, "%s: %s", what, st.msg);
-    cr_assert_eq(gm_dequant_rows(q, p, r0, r1, c0, c1, block, &st), 0, "%s: %s", what, st.msg);
+    cr_assert_eq((other ? gm_dequant_rows_other : gm_dequant_rows)(q, p, r0, r1, c0, c1, block, &st), 0, "%s: %s", what,
+                 st.msg);
     for (size_t r = r0; r < r1; r++)
         for (size_t c = c0; c < c1; c++)
-            cr_assert_eq(block[(r - r0) * (c1 - c0) + c - c0], whole[r * cols + c], "%s: [%zu][%zu]", what, r, c);
+            cr_assert_eq(block[(r - r0) * (c1 - c0) + c - c0], other ? whole[c * cols + r] : whole[r * cols + c],
+                         "%s%s: [%zu][%zu]", what, other ? ", the other form" : "", r, c);
     free(whole), free(block);
 }
 
 /* The loader cuts a projection held in the other form into blocks of the rule's columns: each gives the same bits. */
-Test(quant, a_block_of_columns_dequantizes_as_the_whole_rows_do)
+Test(quant, a_block_of_either_form_dequantizes_as_the_whole_rows_do)
 {
     gm_status st = {0};
     awq_llama3_Weights *a = calloc(1, sizeof *a);
@@ -371,18 +376,29 @@ Test(quant, a_block_of_columns_dequantizes_as_the_whole_rows_do)
        blocks of 64 inputs; Q4NX: w_down, (96, 224) in one padded block of inputs */
     const awq_llama3_LayerWeights *al = &a->layers[1];
     const gm_quant_parts ap = {{al->w_gate_qweight, al->w_gate_qzeros, al->w_gate_scales, NULL}, GM_SRC_BF16, 224, 96, NULL};
-    assert_block("awq", &a->config.quant, &ap, 96, 224, 5, 40, 32, 96);
-    assert_block("awq", &a->config.quant, &ap, 96, 224, 0, 96, 200, 224);
+    assert_block("awq", &a->config.quant, &ap, 96, 224, 0, 5, 40, 32, 96);
+    assert_block("awq", &a->config.quant, &ap, 96, 224, 0, 0, 96, 200, 224);
     const gptq_mistral_LayerWeights *gl = &g->layers[2];
     const gm_quant_parts gp = {{gl->w_down_qweight, gl->w_down_qzeros, gl->w_down_scales, gl->w_down_g_idx}, GM_SRC_F16,
                                64, 176, "g_idx"};
-    assert_block("gptq", &g->config.quant, &gp, 176, 64, 3, 170, 8, 40);
+    assert_block("gptq", &g->config.quant, &gp, 176, 64, 0, 3, 170, 8, 40);
     const fp8_qwen3_LayerWeights *fl = &f->layers[0];
     const gm_quant_parts fp = {{fl->wo_fp8, fl->wo_scale_inv, NULL, NULL}, GM_SRC_BF16, 64, 192, NULL};
-    assert_block("fp8", &f->config.quant, &fp, 64, 192, 30, 64, 40, 136);
+    assert_block("fp8", &f->config.quant, &fp, 64, 192, 0, 30, 64, 40, 136);
     const q4nx_llama3_LayerWeights *xl = &x->layers[1];
     const gm_quant_parts xp = {{xl->w_down_q4nx, NULL, NULL, NULL}, GM_SRC_BF16, 96, 224, NULL};
-    assert_block("q4nx", &x->config.quant, &xp, 96, 224, 31, 65, 20, 101);
+    assert_block("q4nx", &x->config.quant, &xp, 96, 224, 0, 31, 65, 20, 101);
+    /* the other form, on every tier's code: AWQ's straight from its words (inputs cut inside a group and off the
+       eight a vector takes, outputs past a strip of 128), the others' transposed */
+    for (int portable = 0; portable < 2; portable++) {
+        cr_assert_eq(gm_kernels_select(portable ? "portable" : NULL), 0);
+        assert_block("awq", &a->config.quant, &ap, 96, 224, 1, 8, 200, 5, 91);
+        assert_block("awq", &a->config.quant, &ap, 96, 224, 1, 0, 224, 0, 96);
+        assert_block("gptq", &g->config.quant, &gp, 176, 64, 1, 16, 64, 3, 170);
+        assert_block("fp8", &f->config.quant, &fp, 64, 192, 1, 40, 136, 30, 64);
+        assert_block("q4nx", &x->config.quant, &xp, 96, 224, 1, 20, 101, 31, 65);
+    }
+    gm_kernels_select(NULL);
     awq_llama3_weights_free(a), gptq_mistral_weights_free(g), fp8_qwen3_weights_free(f), q4nx_llama3_weights_free(x);
     free(a), free(g), free(f), free(x);
 }

@@ -4,6 +4,8 @@
 ** group of rows that shares them, then every weight is one integer
 ** subtraction and one f32 product (or an f32 product and a sum), rounded to
 ** bf16: the arithmetic the formats' reference dequantizers do, in their order.
+** The other form (gm_dequant_rows_other) computes the same values: AWQ's
+** straight from its words, the others' through a transpose.
 */
 #include "gm/quant.h"
 
@@ -185,17 +187,29 @@ static void row_plain(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigne
 
 #include "gm/cpu.h"
 
-/* Eight f32 to bf16 (nearest even, NaN 0x7FC0), stored at d. */
-__attribute__((target("avx2"))) static inline void store8_bf16(gm_bf16 *d, __m256 f)
+/* Eight f32 to bf16 (nearest even, NaN 0x7FC0), each in the low half of its lane. */
+__attribute__((target("avx2"))) static inline __m256i round8_bf16(__m256 f)
 {
     const __m256i u = _mm256_castps_si256(f);
     const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), 16);
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd), 16);
     const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF)),
                                            _mm256_set1_epi32(0x7F800000));
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
+    return _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
+}
+
+/* Eight f32 to bf16, stored at d. */
+__attribute__((target("avx2"))) static inline void store8_bf16(gm_bf16 *d, __m256 f)
+{
+    const __m256i r = round8_bf16(f);
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08); /* lanes 0 and 2: the 8 values */
     _mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(packed));
+}
+
+/* Sixteen f32 to bf16, a then b, in order. */
+__attribute__((target("avx2"))) static inline __m256i bf16x16(__m256 a, __m256 b)
+{
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(round8_bf16(a), round8_bf16(b)), 0xD8);
 }
 
 __attribute__((target("avx2"))) static void row_avx2(gm_bf16 *d, const uint32_t *w, const unsigned *sh,
@@ -224,13 +238,91 @@ __attribute__((target("avx2"))) static void row_avx2(gm_bf16 *d, const uint32_t 
         row_plain(d + n, sh ? w + n / 8 : w + n, sh, shift, z + n, s + n, N - n);
 }
 
-/* AVX2 where the CPU has it, unless the portable kernel tier runs (GM_ISA=portable: no vector code anywhere). */
-static row_fn *row_4bit(void)
+/*
+** AWQ in the other form, a block of it: rows r < R (outputs, from a whole
+** word column), inputs i < I of one group; word (i, r / 8) at w[i * W + r / 8],
+** its nibble at awq_shift[r % 8] output r's; d[r][i] = bf16((q - z[r]) * s[r]).
+*/
+typedef void block_fn(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const int32_t *z, const float *s, size_t R,
+                      size_t I);
+
+static void block_plain(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const int32_t *z, const float *s, size_t R,
+                        size_t I)
 {
-    return gm_cpu_features() & GM_CPU_AVX2 && strcmp(gm_kernels_name(), "portable") != 0 ? row_avx2 : row_plain;
+    for (size_t r = 0; r < R; r++)
+        for (size_t i = 0; i < I; i++) {
+            const float f = (float)((int32_t)((w[i * W + r / 8] >> awq_shift[r % 8]) & 15u) - z[r]) * s[r];
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            d[r * ld + i] = bf16_bits(u);
+        }
+}
+
+/* Rows [0, 8) of src (each 8 words, ls apart) as columns: o[j] holds word j of each row. */
+__attribute__((target("avx2"))) static inline void transpose8x8_words(__m256i o[8], const uint32_t *src, size_t ls)
+{
+    __m256i a[8], b[8], c[8];
+    for (int r = 0; r < 8; r++)
+        a[r] = _mm256_loadu_si256((const __m256i *)(const void *)(src + r * ls));
+    for (int r = 0; r < 8; r += 2) /* pairs of rows, words 0 1 | 4 5 and 2 3 | 6 7 */
+        b[r] = _mm256_unpacklo_epi32(a[r], a[r + 1]), b[r + 1] = _mm256_unpackhi_epi32(a[r], a[r + 1]);
+    for (int h = 0; h < 2; h++) /* four rows, words 0 | 4, 1 | 5, 2 | 6, 3 | 7 */
+        for (int j = 0; j < 2; j++) {
+            c[4 * h + 2 * j] = _mm256_unpacklo_epi64(b[4 * h + j], b[4 * h + j + 2]);
+            c[4 * h + 2 * j + 1] = _mm256_unpackhi_epi64(b[4 * h + j], b[4 * h + j + 2]);
+        }
+    for (int j = 0; j < 4; j++)
+        o[j] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x20), o[j + 4] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x31);
+}
+
+/*
+** 32 inputs of up to 64 rows: the words of 32 rows of eight word columns
+** read along the rows and transposed in registers, eight inputs a vector;
+** each row's 32 values one cache line, streamed past the cache where it is
+** aligned (no read of the line it replaces). Other blocks one value at a time.
+*/
+__attribute__((target("avx2"))) static void block_avx2(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W,
+                                                        const int32_t *z, const float *s, size_t R, size_t I)
+{
+    if (I != 32 || R % 8 || R > 64) {
+        block_plain(d, ld, w, W, z, s, R, I);
+        return;
+    }
+    const __m256i mask = _mm256_set1_epi32(15);
+    const int aligned = (((uintptr_t)d | ld * 2) % 32) == 0;
+    __m256i words[4][8];
+    for (int v = 0; v < 4; v++) /* inputs 8v..8v+7 */
+        transpose8x8_words(words[v], w + 8 * v * W, W);
+    for (size_t r = 0; r < R; r++) {
+        const __m256i zr = _mm256_set1_epi32(z[r]);
+        const __m256 sr = _mm256_set1_ps(s[r]);
+        __m256 f[4];
+        for (int v = 0; v < 4; v++)
+            f[v] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(
+                       _mm256_and_si256(_mm256_srli_epi32(words[v][r / 8], (int)awq_shift[r % 8]), mask), zr)), sr);
+        const __m256i lo = bf16x16(f[0], f[1]), hi = bf16x16(f[2], f[3]);
+        __m256i *o = (__m256i *)(void *)(d + r * ld);
+        if (aligned)
+            _mm256_stream_si256(o, lo), _mm256_stream_si256(o + 1, hi);
+        else
+            _mm256_storeu_si256(o, lo), _mm256_storeu_si256(o + 1, hi);
+    }
+}
+
+static int vector_code(void) { return gm_cpu_features() & GM_CPU_AVX2 && strcmp(gm_kernels_name(), "portable") != 0; }
+
+/* AVX2 where the CPU has it, unless the portable kernel tier runs (GM_ISA=portable: no vector code anywhere). */
+static row_fn *row_4bit(void) { return vector_code() ? row_avx2 : row_plain; }
+static block_fn *block_4bit(void) { return vector_code() ? block_avx2 : block_plain; }
+static void fence(void)
+{
+    if (vector_code())
+        _mm_sfence(); /* the streamed stores, ordered before what follows */
 }
 #else
 static row_fn *row_4bit(void) { return row_plain; }
+static block_fn *block_4bit(void) { return block_plain; }
+static void fence(void) {}
 #endif
 
 /* Words along a row, eight 4-bit values each, into q[8j + c] from shift sh[c]. */
@@ -369,4 +461,71 @@ int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0
                      gm_quant_method_name(q->method));
     free(buf);
     return rc;
+}
+
+/*
+** AWQ's (out, in) straight from its words: outputs [r0, r1) (r0 a multiple
+** of 8), inputs [c0, c1). Word (k, j) holds input k of the eight outputs 8j
+** and on. A group's zero points and scales are widened once; then blocks
+** of 32 inputs by 64 outputs, every block of 32 inputs across the outputs
+** before the next: the words a block reads are 32 rows of 32 bytes, and
+** its 32 rows of words are read along, in cache, by the blocks beside it.
+*/
+static int awq_other(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
+                     gm_bf16 *dst, gm_status *st)
+{
+    enum { INPUTS = 32, OUTPUTS = 64 };
+    const size_t N = p->out, W = N / 8, g = (size_t)q->group_size, ld = c1 - c0;
+    float *sf = malloc(2 * (r1 - r0 + 8) * 4);
+    if (!sf)
+        return gm_fail(st, GM_ENOMEM, "dequantizing: out of memory");
+    int32_t *zf = (int32_t *)(void *)(sf + (r1 - r0 + 8));
+    block_fn *block = block_4bit();
+    for (size_t k0 = c0; k0 < c1;) {
+        const size_t G = k0 / g, end = (G + 1) * g < c1 ? (G + 1) * g : c1;
+        widen_group(p, 1, G, 0, r0, r1, zf, sf);
+        for (size_t k = k0; k < end; k += INPUTS) {
+            const size_t I = end - k < INPUTS ? end - k : INPUTS;
+            for (size_t n = r0; n < r1; n += OUTPUTS) {
+                const size_t R = r1 - n < OUTPUTS ? r1 - n : OUTPUTS;
+                /* the vector code reads 8 word columns: at the row's end fewer may be left */
+                (n / 8 + 8 <= W ? block : block_plain)(dst + (n - r0) * ld + (k - c0), ld, (const uint32_t *)p->part[0] + k * W + n / 8, W, zf + (n - r0),
+                      sf + (n - r0), R, I);
+            }
+        }
+        k0 = end;
+    }
+    fence();
+    free(sf);
+    return 0;
+}
+
+/* The others: a few of the rule's rows at a time into a buffer (in cache), then through the kernels' transposes. */
+static int other_by_transpose(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0,
+                              size_t c1, gm_bf16 *dst, gm_status *st)
+{
+    enum { ROWS = 32 }; /* a cache line of each row of dst */
+    const size_t w = r1 - r0, h = c1 - c0;
+    gm_bf16 *buf = malloc(ROWS * w * sizeof *buf);
+    if (!buf)
+        return gm_fail(st, GM_ENOMEM, "dequantizing: out of memory");
+    int rc = 0;
+    for (size_t k = c0; k < c1 && !rc; k += ROWS) {
+        const size_t n = c1 - k < ROWS ? c1 - k : ROWS;
+        rc = gm_dequant_rows(q, p, k, k + n, r0, r1, buf, st);
+        if (!rc)
+            gm_convert_rows(dst, buf, GM_SRC_BF16, h, w, k - c0, k - c0 + n, 1);
+    }
+    free(buf);
+    return rc;
+}
+
+int gm_dequant_rows_other(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0,
+                          size_t c1, gm_bf16 *dst, gm_status *st)
+{
+    if (c1 <= c0 || r1 <= r0)
+        return 0;
+    if (q->method == GM_QUANT_AWQ)
+        return awq_other(q, p, r0, r1, c0, c1, dst, st);
+    return other_by_transpose(q, p, r0, r1, c0, c1, dst, st);
 }

@@ -86,8 +86,7 @@ typedef struct plan {
 
 enum {
     PIECE_BYTES = 8u << 20, /* the rows one task loads */
-    BLOCK_ROWS = 256,       /* the rows converted or transposed at a time */
-    DEQUANT_ROWS = 32       /* the rows dequantized at a time to be transposed: a cache line of each output row */
+    BLOCK_ROWS = 256        /* the rows converted or transposed at a time */
 };
 
 /* A tensor's columns: its second dimension, or 1 for a vector. */
@@ -382,11 +381,9 @@ static void load_piece(void *ctx, int k)
 
 /*
 ** Task k, once every part is in place: a dequantized projection's piece,
-** rows [r0, r1) as it is held. Held in its rule's natural form: straight
-** into those rows. Held in the other: they are the rule's columns [r0, r1);
-** DEQUANT_ROWS of its rows at a time into a buffer (in cache), then through
-** the kernels' transposes into place, so that the piece fills its own rows
-** and no other.
+** rows [r0, r1) as it is held, whole: in its rule's natural form or in the
+** other (gm_dequant_rows_other), so that the piece fills its own rows and
+** no other.
 */
 static void dequant_piece(void *ctx, int k)
 {
@@ -396,25 +393,10 @@ static void dequant_piece(void *ctx, int k)
     if (it->kind != ITEM_DEQUANT)
         return;
     gm_bf16 *dst = dst_of(p, it);
-    gm_status *err = &p->errors[k];
-    if (!it->transpose) {
-        gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
-        return;
-    }
-    const size_t w = pc->r1 - pc->r0;
-    gm_bf16 *buf = malloc(DEQUANT_ROWS * w * sizeof *buf);
-    if (!buf) {
-        gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
-        return;
-    }
-    /* the piece's rows, held, as a (w, rows) tensor of its own: rows [r, r + n) of (rows, w) transposed into it */
-    gm_bf16 *held = dst + pc->r0 * it->rows;
-    for (size_t r = 0; r < it->rows && !err->code; r += DEQUANT_ROWS) {
-        const size_t n = it->rows - r < DEQUANT_ROWS ? it->rows - r : DEQUANT_ROWS;
-        if (gm_dequant_rows(p->quant, &it->qp, r, r + n, pc->r0, pc->r1, buf, err) == 0)
-            gm_convert_rows(held, buf, GM_SRC_BF16, it->rows, w, r, r + n, 1);
-    }
-    free(buf);
+    if (it->transpose)
+        gm_dequant_rows_other(p->quant, &it->qp, pc->r0, pc->r1, 0, it->rows, dst + pc->r0 * it->rows, &p->errors[k]);
+    else
+        gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, &p->errors[k]);
 }
 
 /*

@@ -140,6 +140,17 @@ typedef struct gm_quant_parts {
 int gm_dequant_rows(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0, size_t c1,
                     gm_bf16 *dst, gm_status *st);
 
+/*
+** The same in the other form, the natural one's transpose (rows are outputs
+** for AWQ and GPTQ, inputs for FP8 and Q4NX): its rows [r0, r1) and columns
+** [c0, c1) into dst, row-major, the same bits; for AWQ and GPTQ r0 is a
+** multiple of 8. AWQ's straight from its words, eight rows a word column;
+** the others' a few natural rows at a time into a buffer, then transposed
+** by the kernels (gm_convert_rows).
+*/
+int gm_dequant_rows_other(const gm_quant_config *q, const gm_quant_parts *p, size_t r0, size_t r1, size_t c0,
+                          size_t c1, gm_bf16 *dst, gm_status *st);
+
 /* An FP8 e4m3 (e4m3fn: bias 7, no infinities, S.1111.111 NaN) byte as f32, exactly. */
 float gm_e4m3_to_f32(uint8_t b);
 

@@ -23,8 +23,9 @@
 ** element), the NPU pipeline's input, and stays mapped and in memory; the
 ** projection's bf16 field is dequantized from the parts into the arena, in
 ** the form asked for: row by row in the format's natural form, or, into the
-** other, a block of the rule's columns a task, 32 of its rows at a time
-** through the kernels' transposes, each task filling rows of its own.
+** other, a block of the rule's columns a task (gm_dequant_rows_other: AWQ's
+** straight from its words, the others' through the kernels' transposes),
+** each task filling rows of its own.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H

@@ -293,6 +293,7 @@ const gm_tier gm_tier_portable = {
     .norm_scale = norm_scale_portable,
     .swiglu = swiglu_portable,
     .transpose = transpose_portable,
+    .convert = gm_convert_portable,
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
     .exp_sum = exp_sum_portable,

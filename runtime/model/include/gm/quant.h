@@ -12,8 +12,9 @@
 ** capture, verify --weights) then runs on. Each rule computes in f32 as the
 ** format's own reference dequantizer does (mlir-air's numpy, transformers'
 ** torch), and rounds once, to bf16, to nearest even; where the f32 steps are
-** exact (every 4-bit rule, and FP8 with 16-bit scales) that is the exact
-** value rounded once. `in` and `out` are the projection's input and output
+** exact (AWQ's and GPTQ's, and FP8's with 16-bit scales) that is the exact
+** value rounded once (Q4NX's product is exact, its sum an f32 rounding, as
+** in its reference). `in` and `out` are the projection's input and output
 ** features (Hugging Face's weight is (out, in)); g is the group size.
 **
 **   AWQ, AutoAWQ's GEMM layout (quant_method "awq", version "gemm", zero_point true)

@@ -121,8 +121,9 @@ __attribute__((target("avx2,fma,f16c"))) static void convert_avx2(gm_bf16 *dst, 
     const size_t es = type == GM_SRC_F16 ? 2 : 4;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256 f = type == GM_SRC_F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i)))
-                                            : _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));
+        const __m256 f = type == GM_SRC_F16
+                             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i)))
+                             : _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));
         const __m256i b = _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16);
         const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
         _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_castsi256_si128(packed));

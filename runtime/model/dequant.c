@@ -272,7 +272,8 @@ __attribute__((target("avx2"))) static inline void transpose8x8_words(__m256i o[
             c[4 * h + 2 * j + 1] = _mm256_unpackhi_epi64(b[4 * h + j], b[4 * h + j + 2]);
         }
     for (int j = 0; j < 4; j++)
-        o[j] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x20), o[j + 4] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x31);
+        o[j] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x20),
+        o[j + 4] = _mm256_permute2x128_si256(c[j], c[4 + j], 0x31);
 }
 
 /*
@@ -489,8 +490,9 @@ static int awq_other(const gm_quant_config *q, const gm_quant_parts *p, size_t r
             for (size_t n = r0; n < r1; n += OUTPUTS) {
                 const size_t R = r1 - n < OUTPUTS ? r1 - n : OUTPUTS;
                 /* the vector code reads 8 word columns: at the row's end fewer may be left */
-                (n / 8 + 8 <= W ? block : block_plain)(dst + (n - r0) * ld + (k - c0), ld, (const uint32_t *)p->part[0] + k * W + n / 8, W, zf + (n - r0),
-                      sf + (n - r0), R, I);
+                const uint32_t *w = (const uint32_t *)p->part[0] + k * W + n / 8;
+                (n / 8 + 8 <= W ? block : block_plain)(dst + (n - r0) * ld + (k - c0), ld, w, W, zf + (n - r0),
+                                                       sf + (n - r0), R, I);
             }
         }
         k0 = end;

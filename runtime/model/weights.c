@@ -394,9 +394,9 @@ static void dequant_piece(void *ctx, int k)
         return;
     gm_bf16 *dst = dst_of(p, it);
     gm_status *err = &p->errors[k];
-    const int rc = it->transpose
-                       ? gm_dequant_rows_other(p->quant, &it->qp, pc->r0, pc->r1, 0, it->rows, dst + pc->r0 * it->rows, err)
-                       : gm_dequant_rows(p->quant, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
+    const gm_quant_config *q = p->quant;
+    const int rc = it->transpose ? gm_dequant_rows_other(q, &it->qp, pc->r0, pc->r1, 0, it->rows, dst + pc->r0 * it->rows, err)
+                                 : gm_dequant_rows(q, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
     if (rc == GM_ENOMEM) /* the rule's own failures name their tensor; this one, the projection */
         gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
 }

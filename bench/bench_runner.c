@@ -19,8 +19,12 @@
 **   - the blocked kernels against the plain reference kernel.
 ** The targets printed are the running tier's (bench/README.md).
 **   bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..]
-**                [--steps N] [--quick] [--no-torch] [--torch-budget S] [--python PATH]
-**   --keep DIR reuses (or makes) the model there; --only measures the loading
+**                [--steps N] [--quick] [--no-torch] [--torch-budget S] [--python PATH] [--quant awq]
+**   --keep DIR reuses (or makes) the model there; --quant awq measures an AWQ
+**   checkpoint of the same shapes instead (Qwen/Qwen2-1.5B-Instruct-AWQ's
+**   header, tests/data/hub, random packed weights), its load, which
+**   dequantizes every projection to bf16, against the bf16 file of the same
+**   shapes read once (the bytes it makes) and its own file read once; --only measures the loading
 **   figures, or the prefill, decode and kernel ones; --tokens and --reps the
 **   prompt lengths and their repeats (32,512,2048 and 7,3,1; --quick: 32,512
 **   and 3,1, 8 decode steps, 3 load turns); --torch-budget the seconds one
@@ -50,8 +54,11 @@
 #include "gm/runner.h"
 #include "gm/safetensors.h"
 #include "peaks.h"
+#include "qwen2_1_5b_instruct_awq/qwen2_1_5b_instruct_awq_weights.h" /* --quant awq: its arena's dequantization time */
 
 #define MODEL "qwen2_1_5b"
+
+extern const gm_model_entry *const gm_bench_quant_models[]; /* bench/CMakeLists.txt: the AWQ model of --quant awq */
 
 static double now(void)
 {
@@ -81,13 +88,26 @@ static inline uint32_t next(void)
     return (uint32_t)(rng >> 32);
 }
 
-/* Write config.json and a model.safetensors with the checked-in header and random bf16 data. */
-static void make_model(const char *dir)
+/* An f32 of the normal f16 range as f16 bits, truncated (random weights need no rounding). */
+static uint16_t f16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    const int e = (int)((u >> 23) & 0xFF) - 127 + 15;
+    return (uint16_t)(((u >> 16) & 0x8000) | (e <= 0 ? 0 : e >= 31 ? 0x7C00 : (uint32_t)e << 10 | ((u >> 13) & 0x3FF)));
+}
+
+/*
+** Write config.json and the weights file `file` with the header of snapshot folder `snap` and random
+** data: bf16 or f16 values (norms near 1, weights of a unit-variance layer, AWQ's scales of 4-bit
+** steps of such weights), random words for packed 4-bit tensors (I32).
+*/
+static void make_model(const char *dir, const char *snap, const char *file)
 {
     char path[4096], *cfg = NULL;
     size_t len = 0;
     gm_status st = {0};
-    snprintf(path, sizeof path, "%s/models/%s/snapshot/config.json", GM_SOURCE_DIR, MODEL);
+    snprintf(path, sizeof path, "%s/config.json", snap);
     if (gm_read_file(path, 1 << 20, &cfg, &len, &st)) {
         fprintf(stderr, "bench_runner: %s\n", st.msg);
         exit(1);
@@ -99,12 +119,12 @@ static void make_model(const char *dir)
     uint8_t *head = NULL;
     size_t head_len = 0;
     st_header h;
-    snprintf(path, sizeof path, "%s/models/%s/snapshot/model.safetensors.head", GM_SOURCE_DIR, MODEL);
+    snprintf(path, sizeof path, "%s/%s.head", snap, file);
     if (st_read_header_bytes(path, &head, &head_len, &st) || st_header_parse(&h, head, head_len, 0, path, &st)) {
         fprintf(stderr, "bench_runner: %s\n", st.msg);
         exit(1);
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(head, 1, head_len, f) != head_len) {
         fprintf(stderr, "bench_runner: %s: %s\n", path, strerror(errno));
@@ -120,17 +140,20 @@ static void make_model(const char *dir)
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
-    static gm_bf16 buf[1 << 20];
+    static uint16_t buf[1 << 20];
     for (size_t i = 0; i < h.n_tensors; i++) {
         const st_tensor *t = order[i];
-        const size_t n = (size_t)(t->end - t->begin) / 2;
+        const size_t n = (size_t)(t->end - t->begin) / 2; /* 16-bit words: an I32 is two */
         const int is_bias = strstr(t->name, ".bias") != NULL, is_norm = t->rank == 1 && !is_bias;
-        const float scale = t->rank == 2 ? 1.7320508f / sqrtf((float)t->shape[1]) : 0.2f;
+        const int is_scales = strstr(t->name, ".scales") != NULL, packed = t->dtype == ST_I32;
+        const float scale = is_scales ? 2.0f * 1.7320508f / sqrtf(1536.0f) / 15.0f /* a 4-bit step of a weight */
+                          : t->rank == 2 ? 1.7320508f / sqrtf((float)t->shape[1]) : 0.2f;
         for (size_t done = 0; done < n;) {
             const size_t k = n - done < (1 << 20) ? n - done : (1 << 20);
             for (size_t j = 0; j < k; j++) {
                 const float u = (float)(next() >> 8) / 8388608.0f - 1.0f; /* uniform in [-1, 1) */
-                buf[j] = gm_f32_to_bf16(is_norm ? 1.0f + 0.1f * u : scale * u);
+                const float v = is_norm ? 1.0f + 0.1f * u : is_scales ? scale * (1.0f + 0.1f * u) : scale * u;
+                buf[j] = packed ? (uint16_t)next() : t->dtype == ST_F16 ? f16_bits(v) : gm_f32_to_bf16(v);
             }
             if (fwrite(buf, 2, k, f) != k) {
                 fprintf(stderr, "bench_runner: %s: %s\n", path, strerror(errno));
@@ -209,6 +232,7 @@ static double in_child(void (*fn)(const void *), const void *arg, double *second
 
 static const gm_model_entry *bench_model;
 static const char *bench_dir;
+static double *bench_dequant; /* shared with the children: the last --quant awq load's dequantization pass, seconds */
 
 static void child_copy(const void *path) { copy_once(path, gm_default_threads()); }
 
@@ -222,6 +246,8 @@ static void child_load(const void *name)
         fprintf(stderr, "bench_runner: %s\n", st.msg);
         _exit(1);
     }
+    if (bench_dequant)
+        *bench_dequant = ((qwen2_1_5b_instruct_awq_Weights *)w)->arena.dequant_seconds;
 }
 
 /* How a form holds W, for the lines that name it */
@@ -234,7 +260,7 @@ static const char *form_text(char *buf, size_t size, gm_wform f)
     return buf;
 }
 
-/* The temporary model, unless it was asked to be kept. */
+/* The temporary model (and the AWQ one beside it), unless it was asked to be kept. */
 static void remove_model(const char *keep, const char *dir, char *path)
 {
     if (keep)
@@ -242,6 +268,12 @@ static void remove_model(const char *keep, const char *dir, char *path)
     unlink(path);
     snprintf(path, 4200, "%s/config.json", dir);
     unlink(path);
+    snprintf(path, 4200, "%s/awq/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, 4200, "%s/awq/config.json", dir);
+    unlink(path);
+    snprintf(path, 4200, "%s/awq", dir);
+    rmdir(path);
     rmdir(dir);
 }
 
@@ -392,14 +424,14 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..] [--steps N]\n"
-            "                    [--tiers] [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH]\n");
+            "                    [--tiers] [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH] [--quant awq]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     int lens[MAX_LENS] = {32, 512, 2048}, reps[MAX_LENS] = {7, 3, 1}, n_lens = 3, n_reps = 3, steps = 16, turns = 5;
-    int use_torch = 1, all_tiers = 0;
+    int use_torch = 1, all_tiers = 0, quant = 0;
     double budget = 120;
     const char *keep = NULL, *only = NULL, *python = "/usr/bin/python3";
     for (int i = 1; i < argc; i++) /* --quick first: the options given beside it override its choices */
@@ -429,6 +461,8 @@ int main(int argc, char **argv)
             budget = atof(argv[++i]);
         else if (!strcmp(argv[i], "--python") && i + 1 < argc)
             python = argv[++i];
+        else if (!strcmp(argv[i], "--quant") && i + 1 < argc && !strcmp(argv[i + 1], "awq"))
+            quant = 1, i++;
         else
             usage();
     }
@@ -451,9 +485,10 @@ int main(int argc, char **argv)
         }
     }
     const char *isa = getenv("GM_ISA") ? getenv("GM_ISA") : "";
-    const gm_model_entry *e = gm_registry_find(gm_models, MODEL);
+    const gm_model_entry *e = quant ? gm_registry_find(gm_bench_quant_models, GM_AWQ_ID)
+                                    : gm_registry_find(gm_models, MODEL);
     if (!e) {
-        fprintf(stderr, "bench_runner: models/%s is not built in\n", MODEL);
+        fprintf(stderr, "bench_runner: models/%s is not built in\n", quant ? GM_AWQ_ID : MODEL);
         return 1;
     }
     char dir[4096];
@@ -471,11 +506,21 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    char path[4200];
+    char path[4200], model_dir[4200], awq_path[4300];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     double t0 = now();
     if (access(path, R_OK) != 0)
-        make_model(dir);
+        make_model(dir, GM_SOURCE_DIR "/models/" MODEL "/snapshot", "model.safetensors");
+    snprintf(model_dir, sizeof model_dir, "%s%s", dir, quant ? "/awq" : ""); /* the model measured */
+    snprintf(awq_path, sizeof awq_path, "%s/model.safetensors", model_dir);
+    if (quant && access(awq_path, R_OK) != 0) {
+        gm_status qst = {0};
+        if (gm_mkdir_p(model_dir, &qst)) {
+            fprintf(stderr, "bench_runner: %s\n", qst.msg);
+            return 1;
+        }
+        make_model(model_dir, GM_AWQ_SNAPSHOT, "model.safetensors");
+    }
     const int cores = gm_default_threads();
     const int K = cores > 1 ? 2 : 1, nthr[2] = {1, cores};
     const unsigned feats = gm_cpu_features();
@@ -494,7 +539,7 @@ int main(int argc, char **argv)
     char tier_list[256] = "";
     for (int i = 0; i < n_tiers; i++)
         snprintf(tier_list + strlen(tier_list), sizeof tier_list - strlen(tier_list), "%s%s", i ? ", " : "", tn[i]);
-    printf("model: random weights with the shapes of %s in %s (made in %.1f s)\n", e->repo, dir, now() - t0);
+    printf("model: random weights with the shapes of %s in %s (made in %.1f s)\n", e->repo, model_dir, now() - t0);
     printf("kernels: the %s tier%s (CPU: %s%s%s%s%s%s%s%s); threads: 1 and %d; every figure the median of its repeats, "
            "measured in turns with what it is compared to\n",
            tier_list, n_tiers > 1 ? "s, in turns" : "", feats & GM_CPU_AVX2 ? "avx2" : "", feats & GM_CPU_FMA ? " fma" : "",
@@ -550,15 +595,27 @@ int main(int argc, char **argv)
         /* loading, per tier (its form of W): the file read once into fresh memory, then our loader; each in a fresh
            child process */
         bench_model = e;
-        bench_dir = dir;
-        double file_size;
+        bench_dir = model_dir;
+        if (quant) {
+            bench_dequant = mmap(NULL, sizeof *bench_dequant, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+            if (bench_dequant == MAP_FAILED) {
+                perror("mmap");
+                return 1;
+            }
+        }
+        double file_size, awq_size = 0;
         {
             int fd = open(path, O_RDONLY);
             file_size = (double)lseek(fd, 0, SEEK_END);
             close(fd);
+            if (quant) {
+                fd = open(awq_path, O_RDONLY);
+                awq_size = (double)lseek(fd, 0, SEEK_END);
+                close(fd);
+            }
         }
         for (int ti = 0; ti < n_tiers; ti++) {
-            double copy[5], load[5], rss[5], lratio[5];
+            double copy[5], load[5], rss[5], lratio[5], qcopy[5], deq[5], dratio[5];
             for (int r = 0; r < turns; r++) {
                 if (r % 2) { /* in turns, which goes first: neither always meets the memory the other just freed */
                     rss[r] = in_child(child_load, tn[ti], &load[r]);
@@ -567,10 +624,32 @@ int main(int argc, char **argv)
                     in_child(child_copy, path, &copy[r]);
                     rss[r] = in_child(child_load, tn[ti], &load[r]);
                 }
+                if (quant) { /* and the AWQ file itself read once */
+                    deq[r] = *bench_dequant;
+                    in_child(child_copy, awq_path, &qcopy[r]);
+                    dratio[r] = deq[r] / qcopy[r];
+                }
                 lratio[r] = load[r] / copy[r];
             }
             const gm_wform wf = gm_kernels_info(tn[ti])->wform;
             char form[64];
+            if (quant) {
+                /*
+                ** the whole load against the bf16 file of the same shapes read once: both put the same bf16 bytes
+                ** in fresh memory, from 1.15 GB here; and the dequantization pass against the AWQ file read once
+                ** (it writes 2.3x the bytes that file has into fresh memory: a floor, not a target)
+                */
+                printf("load (AWQ), %s tier (W %s): %.3f s; the bf16 file of the same shapes, %.2f GB, read once into "
+                       "fresh memory: %.3f s; ratio %.2f (target <= 1.0); of the load, dequantizing every projection "
+                       "%.3f s, %.2fx the AWQ file's %.2f GB read once (%.3f s)\n", tn[ti],
+                       form_text(form, sizeof form, wf), median(load, turns), file_size / 1e9, median(copy, turns),
+                       median(lratio, turns), median(deq, turns), median(dratio, turns), awq_size / 1e9,
+                       median(qcopy, turns));
+                printf("load peak RSS (AWQ), %s tier: %.2f GB, %.2fx the bf16 weights it makes, %.2fx the AWQ file "
+                       "(it keeps the packed tensors, used in place)\n", tn[ti], median(rss, turns) / 1e9,
+                       median(rss, turns) / file_size, median(rss, turns) / awq_size);
+                continue;
+            }
             printf("load, %s tier (W %s): %.3f s; the file's %.2f GB read once into fresh memory: %.3f s; ratio %.2f "
                    "(target <= %s)\n", tn[ti], form_text(form, sizeof form, wf), median(load, turns), file_size / 1e9,
                    median(copy, turns), median(lratio, turns), wf == GM_W_NK ? "1.0" : "1.3");
@@ -603,7 +682,7 @@ int main(int argc, char **argv)
         if (!wts[f]) {
             wts[f] = calloc(1, e->weights_size);
             lays[f] = calloc((size_t)e->n_layers, sizeof *lays[f]);
-            if (e->load_form(wts[f], dir, f, &st)) {
+            if (e->load_form(wts[f], model_dir, f, &st)) {
                 fprintf(stderr, "bench_runner: %s\n", st.msg);
                 return 1;
             }

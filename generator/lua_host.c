@@ -317,6 +317,30 @@ static gm_dtype config_dtype(lua_State *L, int idx, const char *key)
     return d;
 }
 
+/* The quant table (quant.lua's, every field of gm_quant_config by name) as a gm_quant_config. */
+static void config_quant(lua_State *L, int idx, const char *key, gm_quant_config *q)
+{
+    field(L, idx, key, LUA_TTABLE, "a table");
+    const int t = lua_gettop(L);
+    field(L, t, "method", LUA_TSTRING, "a string");
+    const char *name = lua_tostring(L, -1);
+    int m = GM_QUANT_NONE;
+    while (m <= GM_QUANT_Q4NX && strcmp(name, gm_quant_method_name((gm_quant_method)m)) != 0)
+        m++;
+    if (m > GM_QUANT_Q4NX)
+        luaL_error(L, "gen.check_config: Config.%s.method '%s' is not a gm_quant_method", key, name);
+    lua_pop(L, 1);
+    q->method = (gm_quant_method)m;
+    q->bits = config_int(L, t, "bits");
+    q->group_size = config_int(L, t, "group_size");
+    q->block_out = config_int(L, t, "block_out");
+    q->zero_point = config_bool(L, t, "zero_point");
+    q->sym = config_bool(L, t, "sym");
+    q->desc_act = config_bool(L, t, "desc_act");
+    q->gptq_v2 = config_bool(L, t, "gptq_v2");
+    lua_pop(L, 1);
+}
+
 /* Every field of GM_CONFIG_FIELDS, by its kind, from the Lua Config at idx. */
 static void to_config(lua_State *L, int idx, gm_config *c)
 {
@@ -329,6 +353,7 @@ static void to_config(lua_State *L, int idx, gm_config *c)
 #define TO_ROPE(f) config_rope(L, idx, #f, &c->f);
 #define TO_EOS(f) c->n_##f = config_ids(L, idx, #f, c->f);
 #define TO_DTYPE(f) c->f = config_dtype(L, idx, #f);
+#define TO_QUANT(f) config_quant(L, idx, #f, &c->f);
 #define TO(kind, field, key, key5, rule) TO_##kind(field)
     GM_CONFIG_FIELDS(TO)
 #undef TO
@@ -340,6 +365,7 @@ static void to_config(lua_State *L, int idx, gm_config *c)
 #undef TO_ROPE
 #undef TO_EOS
 #undef TO_DTYPE
+#undef TO_QUANT
 }
 
 static int pmain(lua_State *L)

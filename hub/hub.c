@@ -678,27 +678,39 @@ static int shards_of(const char *dir, char ***names, size_t *n, gm_status *st)
     return st->code;
 }
 
-/* After the index was asked for too: a 404 means the repo has no safetensors weights. */
+/* After the index was asked for too (and a Q4NX bundle): a 404 means the repo has no safetensors weights. */
 static int no_weights(const char *repo, const char *dir, gm_status *st)
 {
     if (st->code == GM_EMISSING)
         gm_fail(st, GM_EMISSING, "%s: neither model.safetensors nor model.safetensors.index.json is in the "
-                "repo at %s", repo, commit_of(dir));
+                "repo at %s (nor a Q4NX bundle, model.q4nx)", repo, commit_of(dir));
     return st->code;
+}
+
+#define Q4NX_FILE "model.q4nx" /* mlir-air's Q4NX bundle: the single safetensors file of its repos */
+
+/* The index could not be fetched: 1 when it is not there (a 404: the repo may be a Q4NX bundle; st cleared). */
+static int index_absent(gm_status *st)
+{
+    if (st->code != GM_EMISSING)
+        return 0;
+    gm_status_clear(st);
+    return 1;
 }
 
 /* Is the repo single-file? Asks the Hub with a header probe of model.safetensors. */
 int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *heads, size_t heads_size,
                          gm_status *st)
 {
-    char *single[] = {"model.safetensors"};
+    char *single[] = {"model.safetensors"}, *q4nx[] = {Q4NX_FILE};
     heads_of(h->assets, repo, commit_of(dir), heads, heads_size);
-    if (has(dir, "model.safetensors", "") || has(heads, "model.safetensors", ".head"))
+    if (has(dir, "model.safetensors", "") || has(heads, "model.safetensors", ".head") ||
+        ((has(dir, Q4NX_FILE, "") || has(heads, Q4NX_FILE, ".head")) && !has(dir, "model.safetensors.index.json", "")))
         return 0;
     if (!has(dir, "model.safetensors.index.json", "")) {
         if (h->offline)
             return offline_missing(repo, "model.safetensors header or index", dir, st);
-        /* as huggingface_hub decides: model.safetensors first, then the index */
+        /* as huggingface_hub decides: model.safetensors first, then the index; then a Q4NX bundle */
         gm_status probe = {0};
         if (fetch_heads(h, repo, dir, heads, single, 1, &probe) == 0)
             return 0;
@@ -706,8 +718,12 @@ int gm_hub_fetch_headers(gm_hub *h, const char *repo, const char *dir, char *hea
             *st = probe;
             return st->code;
         }
-        if (fetch_index(h, repo, dir, st))
-            return no_weights(repo, dir, st);
+        if (fetch_index(h, repo, dir, st)) {
+            gm_status bundle = {0};
+            if (!index_absent(st) || fetch_heads(h, repo, dir, heads, q4nx, 1, &bundle) == 0)
+                return st->code;
+            return no_weights(repo, dir, (*st = bundle, st));
+        }
     }
     char **names = NULL;
     size_t n = 0, k = 0;
@@ -927,10 +943,11 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     if (gm_hub_fetch_config(h, repo, revision, dir, dir_size, st))
         return st->code;
     if (h->offline) {
-        if (!has(dir, "model.safetensors", "") && !has(dir, "model.safetensors.index.json", ""))
+        if (!has(dir, "model.safetensors", "") && !has(dir, "model.safetensors.index.json", "") &&
+            !has(dir, Q4NX_FILE, ""))
             return offline_missing(repo, "model.safetensors", dir, st);
     } else if (!has(dir, "model.safetensors.index.json", "")) {
-        /* single file, unless the Hub has no model.safetensors */
+        /* single file, unless the Hub has no model.safetensors; then the index, then a Q4NX bundle */
         gm_status probe = {0};
         if (download_file(h, repo, dir, "model.safetensors", &probe) == 0)
             return fetch_tokenizer(h, repo, dir, st);
@@ -938,12 +955,18 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
             *st = probe;
             return st->code;
         }
-        if (fetch_index(h, repo, dir, st))
-            return no_weights(repo, dir, st);
+        if (fetch_index(h, repo, dir, st)) {
+            gm_status bundle = {0};
+            if (!index_absent(st))
+                return st->code;
+            if (download_file(h, repo, dir, Q4NX_FILE, &bundle) == 0)
+                return fetch_tokenizer(h, repo, dir, st);
+            return no_weights(repo, dir, (*st = bundle, st));
+        }
     }
     char **names = NULL;
     size_t n = 0;
-    if (has(dir, "model.safetensors", ""))
+    if (has(dir, "model.safetensors", "") || (has(dir, Q4NX_FILE, "") && !has(dir, "model.safetensors.index.json", "")))
         return fetch_tokenizer(h, repo, dir, st);
     if (shards_of(dir, &names, &n, st))
         return st->code;

@@ -306,30 +306,38 @@ fail:
     return st->code;
 }
 
+/* Is the single file `file` there: complete, or as file.head in dir or in heads? */
+static int has_single(const char *dir, const char *heads, const char *file)
+{
+    char path[4096];
+    return (snprintf(path, sizeof path, "%s/%s", dir, file) < (int)sizeof path && exists(path)) ||
+           (snprintf(path, sizeof path, "%s/%s.head", dir, file) < (int)sizeof path && exists(path)) ||
+           (snprintf(path, sizeof path, "%s/%s.head", heads ? heads : dir, file) < (int)sizeof path && exists(path));
+}
+
+/* The one file of a single-file model: its header into s. */
+static int read_single(gm_snapshot *s, const char *dir, const char *heads, const char *file, gm_status *st)
+{
+    if (!(s->shards = calloc(1, sizeof *s->shards)))
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+    s->n_shards = 1;
+    return read_shard(&s->shards[0], dir, heads, file, st);
+}
+
 int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads, gm_status *st)
 {
     char path[4096];
     char **names = NULL;
     size_t n_names = 0;
-    char single[4096], single_head[4096];
-    if (path_join(single, sizeof single - 5, dir, "model.safetensors", st))
-        goto fail;
-    snprintf(single_head, sizeof single_head, "%s/model.safetensors.head", heads ? heads : dir);
-    if (exists(single) || (strcat(single, ".head"), exists(single)) || exists(single_head)) {
-        s->shards = calloc(1, sizeof *s->shards);
-        if (!s->shards) {
-            gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
-            goto fail;
-        }
-        s->n_shards = 1;
-        read_shard(&s->shards[0], dir, heads, "model.safetensors", st);
-        return st->code;
-    }
+    if (has_single(dir, heads, "model.safetensors"))
+        return read_single(s, dir, heads, "model.safetensors", st);
     if (input_path(path, sizeof path, dir, "model.safetensors.index.json", st))
         goto fail;
     if (!exists(path)) {
-        gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json, found neither",
-                dir);
+        if (has_single(dir, heads, "model.q4nx")) /* mlir-air's Q4NX bundle: one safetensors file by another name */
+            return read_single(s, dir, heads, "model.q4nx", st);
+        gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json (or a Q4NX bundle, "
+                "model.q4nx), found none", dir);
         goto fail;
     }
     if (gm_read_file(path, MAX_JSON_FILE, &s->index, &s->index_len, st) ||

@@ -63,7 +63,8 @@ static const char usage_head[] =
 static const char usage[] =
     "\n"
     "  --weights DIR   a model folder (config.json, safetensors, tokenizer.json) or a Hugging Face\n"
-    "                  cache snapshot, as `gen-model download` prints\n"
+    "                  cache snapshot, as `gen-model download` prints; a quantized checkpoint's\n"
+    "                  projections are dequantized to bf16 by its format's rule, and the gates run on those\n"
     "  --prompt TEXT   instead of the canonical prompt (\"The capital of France is\"; with\n"
     "                  --instruct, or an Instruct/Chat repo, the first instruct prompt)\n"
     "  --tokens LIST   token ids instead of a prompt (no tokenizer needed)\n"
@@ -190,6 +191,22 @@ static const char *prompt_file(const char *which)
 /* ---------------------------------------------------------------------- */
 /* the gates */
 
+/* Is dir/file there? */
+static int has_file(const char *dir, const char *file)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return stat(path, &sb) == 0;
+}
+
+/* A folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index (st_model_open's order). */
+static int is_q4nx_bundle(const char *dir)
+{
+    return !has_file(dir, "model.safetensors") && !has_file(dir, "model.safetensors.index.json") &&
+           has_file(dir, "model.q4nx");
+}
+
 static void gate_config(run *r, gate *g)
 {
     char path[4096], arch[256], fields[400];
@@ -205,6 +222,9 @@ static void gate_config(run *r, gate *g)
     /* qkv_bias and qk_norm come with the architecture: the entry's, which must be config.json's */
     want.qkv_bias = r->e->qkv_bias;
     want.qk_norm = r->e->qk_norm;
+    /* a Q4NX bundle says its quantization by its file, model.q4nx: config.json has no quantization_config */
+    if (want.quant.method == GM_QUANT_NONE && is_q4nx_bundle(r->weights))
+        want.quant = gm_quant_q4nx();
     const int n = gm_config_diff(&got, &want, fields, sizeof fields);
     if (gm_config_read_architecture(path, arch, sizeof arch, &st))
         snprintf(other, sizeof other, "%s", st.msg);
@@ -222,13 +242,17 @@ static void gate_config(run *r, gate *g)
 /* Does the folder hold safetensors weights at all (as opposed to the wrong ones)? */
 static int has_weights(const char *dir)
 {
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (stat(path, &sb) == 0)
-        return 1;
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    return stat(path, &sb) == 0;
+    return has_file(dir, "model.safetensors") || has_file(dir, "model.safetensors.index.json") || is_q4nx_bundle(dir);
+}
+
+/* " and dtype; the projections dequantized to bf16 from their AWQ tensors", or "" for a float checkpoint. */
+static const char *dequantized(const gm_config *c)
+{
+    static const char *const what[] = {"", "; the projections dequantized to bf16 from their AWQ tensors "
+        "(qweight, qzeros, scales)", "; the projections dequantized to bf16 from their GPTQ tensors (qweight, "
+        "qzeros, scales, g_idx)", "; the projections dequantized to bf16 from their FP8 tensors (weight, "
+        "weight_scale_inv)", "; the projections dequantized to bf16 from their Q4NX blocks"};
+    return c->quant.method <= GM_QUANT_Q4NX ? what[c->quant.method] : "";
 }
 
 /*
@@ -291,8 +315,8 @@ static void gate_weights(run *r, gate *g)
         r->e->view(w, r->layers, &r->m);
         gm_config c;
         r->e->config(&c);
-        set(g, 1, NULL, NULL, "every tensor of %d layers loaded with its shape in %.2f s", c.n_layers,
-            r->load_seconds);
+        set(g, 1, NULL, NULL, "every tensor of %d layers loaded with its shape%s in %.2f s%s", c.n_layers,
+            c.quant.method ? " and dtype" : "", r->load_seconds, dequantized(&c));
     } else if (!has_weights(r->weights)) {
         set(g, 0, "the weights are not there: a missing download, or a gated model without a token",
             "gen-model download <repo> (HF_TOKEN for gated models); the --weights folder", "%s", st.msg);
@@ -307,13 +331,15 @@ static void gate_weights(run *r, gate *g)
         case GM_ESHAPE:
         case GM_EDTYPE:
             set(g, 0, "a dtype or shape mismatch: the config extraction (head_dim, n_kv_heads, the hidden sizes) "
-                "or the weights' dtype", "config.json against the tensor's shape and dtype in the safetensors "
-                "header; the generated Config", "%s", st.msg);
+                "or the weights' dtype; for a quantized checkpoint, its quantization_config (group_size, "
+                "weight_block_size) against its packed tensors", "config.json against the tensor's shape and dtype "
+                "in the safetensors header; the generated Config", "%s", st.msg);
             break;
         case GM_EMISSING:
-            set(g, 0, "a tensor is missing: HF names differ from the family's table", "the safetensors index "
-                "against the family's tensors (generator/lua/families.lua); the weights of another model?", "%s",
-                st.msg);
+            set(g, 0, "a tensor is missing: HF names differ from the family's table (for a quantized checkpoint, "
+                "from its format's parts)", "the safetensors index against the family's tensors "
+                "(generator/lua/families.lua; quantized: generator/lua/quant.lua); the weights of another model?",
+                "%s", st.msg);
             break;
         case GM_EIO:
         case GM_ENOMEM:

@@ -28,6 +28,9 @@ def header_bytes(path):
 def model_dirs(shared):
     dirs = sorted(glob.glob(os.path.join(shared, "hub", "*", "*")))
     dirs += sorted(glob.glob(os.path.join(shared, "golden", "*")))
+    # and the quantized repos' header-only snapshots kept with the tests
+    dirs += sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "hub",
+                                          "*", "*")))
     return [d for d in dirs if os.path.isfile(os.path.join(d, "config.json"))]
 
 
@@ -58,7 +61,10 @@ def small_tokenizer(path, keep=400):
 def main():
     shared, root = sys.argv[1], sys.argv[2]
     for d in model_dirs(shared):
-        tag = os.path.relpath(d, shared).replace("/", "_")
+        tag = os.path.relpath(d, shared)
+        if tag.startswith(".."):  # tests/data/hub/<org>/<name>
+            tag = "data_" + "_".join(d.split(os.sep)[-2:])
+        tag = tag.replace("/", "_")
         config = open(os.path.join(d, "config.json"), "rb").read()
         put(root, "fuzz_config", tag, config)
         index_path = os.path.join(d, "model.safetensors.index.json")
@@ -66,8 +72,10 @@ def main():
             index = open(index_path, "rb").read()
             put(root, "fuzz_st_index", tag, index)
             shards = sorted(set(json.loads(index)["weight_map"].values()))
-        else:
-            index, shards = b"", ["model.safetensors"]
+        else:  # one file: model.safetensors, or a Q4NX bundle's model.q4nx
+            index = b""
+            shards = ["model.q4nx"] if shard_header(d, "model.safetensors") is None and shard_header(
+                d, "model.q4nx") is not None else ["model.safetensors"]
         heads = [shard_header(d, s) for s in shards]
         for s, h in zip(shards, heads):
             if h is not None:

@@ -13,6 +13,7 @@ Two HTTP/1.1 servers on 127.0.0.1 (ephemeral ports):
 
 Repos: ROOT/hub/<org>/<name>/.hub.json (header-only copies, the rest served as
 zeros, generated lazily) and ROOT/golden/<name>/ served as repo golden/<name>,
+for every --root given (../shared, and tests/data for the quantized repos),
 and --serve ORG/NAME=DIR. A golden or --serve repo also has the tag v1.0 (main's
 commit) and refs/pr/1 (a commit of its own with the same files).
 
@@ -469,7 +470,8 @@ class Server(http.server.ThreadingHTTPServer):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", required=True, help="folder holding hub/ and golden/")
+    ap.add_argument("--root", required=True, action="append",
+                    help="folder holding hub/ and golden/ (repeatable: every root's repos are served)")
     ap.add_argument("--ready-file", help="where to write the ports once listening (or use --events-fd)")
     ap.add_argument("--log")
     ap.add_argument("--mode", action="append", default=[], choices=sorted(MODES))
@@ -486,7 +488,9 @@ def main():
     ap.add_argument("--stall-bytes", type=int, default=0, help="for --mode stall (0: half the body)")
     args = ap.parse_args()
 
-    repos = load_repos(args.root)
+    repos = {}
+    for root in args.root:
+        repos.update(load_repos(root))
     for spec in args.serve:
         repo, _, folder = spec.partition("=")
         add_folder(repos, repo, folder)

@@ -280,6 +280,58 @@ Test(config, a_key_holding_a_nul_is_another_key)
     cr_expect_eq(c.dtype, GM_DTYPE_BF16);
 }
 
+/* quantization_config, each method with transformers' defaults for what it leaves out (gm/config.h) */
+Test(config, quantization_config_is_read_with_each_methods_defaults)
+{
+    gm_config c;
+    gm_status st = {0};
+    cr_assert_eq(parse(&c, "{" REQ "}", &st), GM_OK, "%s", st.msg);
+    cr_expect_eq(c.quant.method, GM_QUANT_NONE);
+    cr_assert_eq(parse(&c, "{" REQ ", \"quantization_config\": null}", &st), GM_OK, "%s", st.msg);
+    cr_expect_eq(c.quant.method, GM_QUANT_NONE);
+    cr_assert_eq(parse(&c, "{" REQ ", \"quantization_config\": {\"quant_method\": \"AWQ\", \"version\": \"GEMM\"}}", &st),
+                 GM_OK, "%s", st.msg);
+    cr_expect(c.quant.method == GM_QUANT_AWQ && c.quant.bits == 4 && c.quant.group_size == 128 && c.quant.zero_point);
+    cr_assert_eq(parse(&c, "{" REQ ", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, "
+                           "\"group_size\": -1, \"checkpoint_format\": \"gptq_v2\"}}", &st), GM_OK, "%s", st.msg);
+    cr_expect(c.quant.method == GM_QUANT_GPTQ && c.quant.group_size == -1 && c.quant.sym && !c.quant.desc_act &&
+              c.quant.gptq_v2);
+    cr_assert_eq(parse(&c, "{" REQ ", \"quantization_config\": {\"quant_method\": \"fp8\", "
+                           "\"weight_block_size\": [64, 32]}}", &st), GM_OK, "%s", st.msg);
+    cr_expect(c.quant.method == GM_QUANT_FP8 && c.quant.bits == 8 && c.quant.block_out == 64 && c.quant.group_size == 32);
+    cr_assert_eq(parse(&c, "{" REQ ", \"quantization_config\": {\"quant_method\": \"fp8\"}}", &st), GM_OK);
+    cr_expect(c.quant.block_out == 128 && c.quant.group_size == 128, "weight_block_size defaults to [128, 128]");
+}
+
+Test(config, quantization_config_outside_what_is_read_is_one_line)
+{
+    static const struct { const char *q; int code; const char *msg; } bad[] = {
+        {"{\"quant_method\": \"bitsandbytes\"}", GM_EUNSUPPORTED,
+         "config.json: quantization_config.quant_method 'bitsandbytes' is not supported (supported: awq, gptq, fp8)"},
+        {"{\"bits\": 4}", GM_EMISSING, "config.json: required key 'quantization_config.quant_method' is missing"},
+        {"{\"quant_method\": \"gptq\"}", GM_EMISSING, "config.json: required key 'quantization_config.bits' is missing"},
+        {"{\"quant_method\": \"awq\", \"bits\": 8}", GM_EUNSUPPORTED,
+         "config.json: quantization_config.bits 8 is not supported (supported: 4)"},
+        {"{\"quant_method\": \"awq\", \"version\": \"gemv\"}", GM_EUNSUPPORTED,
+         "config.json: quantization_config.version 'gemv' is not supported (supported: gemm)"},
+        {"{\"quant_method\": \"awq\", \"group_size\": -1}", GM_EFORMAT,
+         "config.json: quantization_config.group_size must be positive, found -1"},
+        {"{\"quant_method\": \"fp8\", \"fmt\": \"e5m2\"}", GM_EUNSUPPORTED,
+         "config.json: quantization_config.fmt 'e5m2' is not supported (supported: e4m3)"},
+        {"{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", GM_EFORMAT,
+         "config.json: quantization_config.weight_block_size must be a list of two positive integers, found an array"},
+        {"[\"awq\"]", GM_EFORMAT, "config.json: quantization_config must be an object, found an array"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[1024];
+        gm_config c;
+        gm_status st = {0};
+        snprintf(json, sizeof json, "{" REQ ", \"quantization_config\": %s}", bad[i].q);
+        cr_expect_eq(parse(&c, json, &st), bad[i].code, "case %zu: %s", i, st.msg);
+        cr_expect_str_eq(st.msg, bad[i].msg, "case %zu", i);
+    }
+}
+
 Test(config, dtype_names)
 {
     cr_expect_str_eq(gm_dtype_name(GM_DTYPE_BF16), "bfloat16");
@@ -480,7 +532,8 @@ Test(config, failure_leaves_the_output_untouched)
 #define FULL "{" REQ ", \"num_key_value_heads\": 2, \"rope_theta\": 500000.0, \"bos_token_id\": 1, " \
              "\"eos_token_id\": [2, 3], \"torch_dtype\": \"bfloat16\", \"rope_scaling\": {" \
              "\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, " \
-             "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}"
+             "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}, \"quantization_config\": {" \
+             "\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": false}}"
 
 static gm_config full_config(void)
 {
@@ -525,6 +578,26 @@ static const char *change_field(gm_config *c, size_t i)
     case 22: c->n_eos_token_ids = 0; return "eos_token_ids (eos_token_id) is [], config.json says [2, 3]";
     case 23: c->dtype = GM_DTYPE_F32; return "dtype (torch_dtype) is float32, config.json says bfloat16";
     case 24: c->dtype = GM_DTYPE_NONE; return "dtype (torch_dtype) is none, config.json says bfloat16";
+    case 25:
+        c->quant.method = GM_QUANT_AWQ;
+        return "quant.method (quantization_config.quant_method) is awq, config.json says gptq";
+    case 26: c->quant.bits = 8; return "quant.bits (quantization_config.bits) is 8, config.json says 4";
+    case 27:
+        c->quant.group_size = 128;
+        return "quant.group_size (quantization_config.group_size) is 128, config.json says 32";
+    case 28:
+        c->quant.block_out = 128;
+        return "quant.block_out (quantization_config.weight_block_size[0]) is 128, config.json says 0";
+    case 29:
+        c->quant.zero_point = true;
+        return "quant.zero_point (quantization_config.zero_point) is true, config.json says false";
+    case 30: c->quant.sym = true; return "quant.sym (quantization_config.sym) is true, config.json says false";
+    case 31:
+        c->quant.desc_act = false;
+        return "quant.desc_act (quantization_config.desc_act) is false, config.json says true";
+    case 32:
+        c->quant.gptq_v2 = true;
+        return "quant.gptq_v2 (quantization_config.checkpoint_format gptq_v2) is true, config.json says false";
     default: return NULL;
     }
 }
@@ -552,7 +625,7 @@ Test(config_diff, every_field_is_compared_and_named)
         cr_expect_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "change %zu: %s", i, out);
         cr_expect_str_eq(out, says, "change %zu", i);
     }
-    cr_assert_eq(i, 25);
+    cr_assert_eq(i, 33);
 }
 
 Test(config_diff, several_fields_are_one_line_counted_in_field_order)
@@ -568,8 +641,9 @@ Test(config_diff, several_fields_are_one_line_counted_in_field_order)
                           "dtype (torch_dtype) is bfloat16, config.json says float32");
     for (size_t i = 0; change_field(&got, i) != NULL; i++)
         ;
-    /* every change at once: 19 fields, and the eos list and dtype changed several times over */
-    cr_expect_eq(gm_config_diff(&got, &want, out, sizeof out), 21, "%s", out);
+    /* every change at once: 19 fields, and the eos list and dtype changed several times over; of the quantization,
+       whose method changed, only that */
+    cr_expect_eq(gm_config_diff(&got, &want, out, sizeof out), 22, "%s", out);
     cr_expect_null(strchr(out, '\n'));
 }
 
@@ -649,7 +723,8 @@ Test(config_diff, names_the_key_config_json_used)
 {
     static const char five[] = "{" REQ ", \"dtype\": \"bfloat16\", \"rope_parameters\": {\"rope_theta\": 500000.0, "
                                "\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
-                               "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}}";
+                               "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 64}, \"quantization_config\": {" \
+             "\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 32, \"desc_act\": true, \"sym\": false}}";
     gm_config want, got;
     gm_status st = {0};
     char out[1024];

@@ -469,6 +469,27 @@ static const edit edge_cases[] = {
     {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": -Infinity,"},
     {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": Infinity,"},
     {"\"eos_token_id\": 151643,", "\"eos_token_id\": [151643, NaN],"},
+    /* quantization_config: each reader by its own rules, both with transformers' defaults */
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"awq\"},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"AWQ\", "
+     "\"version\": \"GEMM\", \"group_size\": 64, \"bits\": 4, \"zero_point\": true},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"gptq\", "
+     "\"bits\": 4, \"group_size\": -1, \"desc_act\": true, \"sym\": false, \"checkpoint_format\": \"gptq_v2\"},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"fp8\", "
+     "\"weight_block_size\": [64, 32], \"activation_scheme\": \"dynamic\"},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": null,"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"mxfp4\"},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"gptq\"},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"awq\", "
+     "\"bits\": 8},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"awq\", "
+     "\"zero_point\": false},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"awq\", "
+     "\"group_size\": 128.0},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"fp8\", "
+     "\"weight_block_size\": [128, 0]},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"gptq\", "
+     "\"bits\": 4, \"group_size\": 3000000000},"},
 };
 
 /* The value of `.field = ` in a generated initializer. */

@@ -147,6 +147,36 @@ Test(hub, scaffolds_the_same_model_as_the_offline_path_from_kilobytes)
     free(err);
 }
 
+/*
+** A quantized repo from the Hub as any other: config.json and the headers by Range, kilobytes, the
+** same sources as from its header-only snapshot (tests/data/hub); a Q4NX bundle's model.q4nx is found
+** after model.safetensors and the index are not there.
+*/
+Test(hub, quantized_repos_scaffold_from_their_headers_as_the_offline_path_does)
+{
+    const char *const extra[] = {"--root", GM_SOURCE_DIR "/tests/data", NULL};
+    hub_start(extra);
+    const char *repos[][2] = {{"Qwen/Qwen2-1.5B-Instruct-AWQ", "qwen2_1_5b_instruct_awq"},
+                              {"FastFlowLM/Llama-3.2-1B-NPU2", "llama_3_2_1b_npu2"}};
+    for (size_t i = 0; i < 2; i++) {
+        char *err = NULL, got[4400], want[4400], args[9000];
+        cr_assert_eq(scaffold(NULL, repos[i][0], &err), 0, "%s: %s", repos[i][0], err);
+        free(err);
+        snprintf(want, sizeof want, "%s/offline", hub.work);
+        snprintf(args, sizeof args, "'%s/tests/data/hub/%s' --out '%s'", GM_SOURCE_DIR, repos[i][0], want);
+        cr_assert_eq(gm(NULL, args, NULL, &err), 0, "%s", err);
+        free(err);
+        snprintf(got, sizeof got, "%s/%s", hub.out, repos[i][1]);
+        snprintf(want, sizeof want, "%s/offline/%s", hub.work, repos[i][1]);
+        assert_same_tree(got, want);
+    }
+    /* the index's 404 is a plain GET, as ever; every weights file is asked for by Range */
+    cr_assert_eq(log_count("model.safetensors\", \"range\": null", NULL), 0, "an unranged safetensors request");
+    cr_assert_eq(log_count("model.q4nx\", \"range\": null", NULL), 0, "an unranged model.q4nx request");
+    cr_assert_gt(log_count("model.q4nx", "\"status\": 206"), 0, "model.q4nx's header was not fetched by Range");
+    cr_assert_lt(log_bytes(), 200 * 1024, "the fake Hub sent %ld bytes", log_bytes());
+}
+
 /* gen-model preview takes Hub repo ids as a scaffold does: kilobytes, and a refusal listed, not fatal */
 Test(hub, preview_renders_hub_repo_ids_and_lists_a_refused_one)
 {

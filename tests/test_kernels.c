@@ -503,6 +503,39 @@ Test(kernels, convert_rows_transposes_and_makes_panels_of_awkward_shapes_exactly
     done();
 }
 
+/* Every F16 value, and F32 values around bf16's ties, specials and denormals, as gm_f32_to_bf16 rounds them. */
+Test(kernels, convert_rows_rounds_every_f16_and_awkward_f32_values_as_the_scalar_code_on_every_tier)
+{
+    enum { N16 = 65536 + 5, N32 = 4096 + 3 }; /* counts past whole vectors: the tails too */
+    uint16_t *h = malloc(2 * N16);
+    float *f = malloc(4 * N32);
+    gm_bf16 *dst = malloc(2 * N16), *want16 = malloc(2 * N16), *want32 = malloc(2 * N32);
+    for (size_t i = 0; i < N16; i++)
+        h[i] = (uint16_t)i, want16[i] = gm_f32_to_bf16(gm_f16_to_f32(h[i]));
+    const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F800000u, 0xFF800000u,
+                                0x7FC00000u, 0xFF800001u, 0x7F800001u, 0x3F808000u, 0x3F818000u, 0x3F80FFFFu,
+                                0x7F7FFFFFu, 0x7F7F8000u, 0x0080FFFFu, 0xBF808000u};
+    for (size_t i = 0; i < N32; i++) {
+        const uint32_t u = i < 16 ? special[i] : (uint32_t)(i * 2654435761u) ^ (i % 3 ? 0 : 0x8000u); /* ties */
+        memcpy(&f[i], &u, 4);
+        want32[i] = gm_f32_to_bf16(f[i]);
+    }
+    EACH_TIER(t) {
+        gm_convert_rows(dst, h, GM_SRC_F16, N16, 1, 0, N16, 0);
+        for (size_t i = 0; i < N16; i++)
+            cr_assert_eq(dst[i], want16[i], "%s: F16 0x%04x gives 0x%04x, expected 0x%04x", t, h[i], dst[i], want16[i]);
+        gm_convert_rows(dst, f, GM_SRC_F32, N32, 1, 0, N32, 0);
+        for (size_t i = 0; i < N32; i++)
+            cr_assert_eq(dst[i], want32[i], "%s: F32 %a gives 0x%04x, expected 0x%04x", t, (double)f[i], dst[i], want32[i]);
+        gm_convert_rows(dst, h, GM_SRC_F16, 241, 271, 0, 241, 1); /* transposed, through the block's buffer */
+        for (size_t r = 0; r < 241; r++)
+            for (size_t c = 0; c < 271; c++)
+                cr_assert_eq(dst[c * 241 + r], want16[r * 271 + c], "%s: F16 transposed [%zu][%zu]", t, r, c);
+    }
+    done();
+    free(h), free(f), free(dst), free(want16), free(want32);
+}
+
 /* ---------------------------------------------------------------------- */
 /* attention's products */
 

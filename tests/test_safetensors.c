@@ -1185,15 +1185,15 @@ Test(weights_load, loads_pieces_and_blocks_of_rows_bit_exact, .init = make_dir, 
     put_safetensors("model.safetensors", json, data, big_bytes + small_bytes + vec_bytes);
 
     const gm_tensor_spec specs[] = {
-        {"big", 0, offsetof(fixture_weights, big), 2, {BR, BC}, 1},
-        {"small", 0, offsetof(fixture_weights, small), 2, {SR, SC}, 1},
-        {"vec", 0, offsetof(fixture_weights, vec), 1, {VN, 0}, 0},
+        {"big", 0, offsetof(fixture_weights, big), 2, {BR, BC}, 1, 0, 0, 0},
+        {"small", 0, offsetof(fixture_weights, small), 2, {SR, SC}, 1, 0, 0, 0},
+        {"vec", 0, offsetof(fixture_weights, vec), 1, {VN, 0}, 0, 0, 0, 0},
     };
     for (int form = 0; form < GM_W_FORMS; form++)
         for (int threads = 1; threads <= 3; threads++) {
             fixture_weights w = {0};
             gm_arena arena;
-            const gm_weights_layout lay = {&w, NULL, 0, 0, &arena, (gm_wform)form};
+            const gm_weights_layout lay = {&w, NULL, 0, 0, &arena, (gm_wform)form, NULL};
             gm_status st = {0};
             cr_assert_eq(gm_weights_load(&lay, specs, 3, fixture_dir, threads, &st), GM_OK, "%s", st.msg);
             const int kn = form != GM_W_NK; /* held (in, out): row-major, or in panels of P outputs */

@@ -45,6 +45,8 @@ local fields = {
     doc = "end-of-sequence ids (eos_token_id may be a list)" },
   { name = "dtype", key = "torch_dtype", key5 = "dtype", type = "dtype", default = "none",
     doc = "checkpoint dtype named by config.json" },
+  { name = "quant", key = "quantization_config", type = "quant", default = false,
+    doc = "how the projections are quantized, and the sizes (none; Q4NX: a model.q4nx bundle)" },
 }
 
 local dtypes = { bfloat16 = "GM_DTYPE_BF16", float16 = "GM_DTYPE_F16", float32 = "GM_DTYPE_F32" }
@@ -218,6 +220,7 @@ local readers = {
     return v
   end,
   rope_scaling = rope_scaling,
+  quant = function(v, _, _, repo) return (require("quant").read_config(v, repo)) end,
 }
 
 -- Extract the Config from a decoded config.json. `file` names it in errors.

@@ -34,6 +34,8 @@ local json = require("gm.json")
 ---@field shape string[]     HF order (outermost first); Lua expressions over Config
 ---@field transpose? true     a projection: HF (out, in) handed over as (in, out)
 ---@field tied? string       when tie_word_embeddings, this field aliases that one
+---@field linear? true       a linear layer's (out, in) weight held as HF holds it: a quantized checkpoint
+---                          may hold it quantized (projections, `transpose`, always are; quant.lua)
 ---@field doc string         what it is, for the generated comment
 
 ---@class gm.Rule
@@ -110,7 +112,7 @@ local llama = {
     tensor("tok_embd", "model.embed_tokens.weight", { "vocab_size", "emb_dim" }, "token embedding table"),
     tensor("out_norm", "model.norm.weight", { "emb_dim" }, "final RMSNorm weight"),
     tensor("lm_head", "lm_head.weight", { "vocab_size", "emb_dim" }, "output projection",
-      { tied = "tok_embd" }),
+      { tied = "tok_embd", linear = true }),
   },
   layer = {
     tensor("attn_norm", "model.layers.{L}.input_layernorm.weight", { "emb_dim" }, "RMSNorm before attention"),

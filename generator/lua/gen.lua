@@ -17,6 +17,7 @@ local json = require("gm.json")
 local E = require("errors")
 local config = require("config")
 local families = require("families")
+local quant = require("quant")
 local tmpl = require("tmpl")
 
 local M = {}
@@ -145,11 +146,30 @@ local function expect(spec, hf, where, listing, cfg, consumed)
   return shape
 end
 
+-- One tensor of the family in a quantized checkpoint: a projection (or the
+-- LM head, where the checkpoint quantized it) is checked as its format's parts
+-- (quant.lua), which it returns; anything else is a float tensor as ever.
+-- `first` is layer 0's parts of the same spec: every layer is held alike.
+local function expect_any(spec, hf, where, listing, cfg, consumed, first, layer)
+  local parts
+  if quant.format(cfg.quant) and (spec.transpose or spec.linear) then
+    parts = quant.parts(cfg.quant, hf, eval_shape(spec.shape, cfg), spec.shape, where, listing, consumed,
+      not spec.transpose, first)
+  end
+  if layer and layer > 0 and (parts == nil) ~= (first == nil) then
+    E.raise("format", "%s: '%s' is %s but layer 0's is %s: a projection quantized in some layers only is not "
+      .. "supported", listing, hf, parts and "quantized" or "kept in float", first and "quantized" or "kept in float")
+  end
+  if not parts then expect(spec, hf, where, listing, cfg, consumed) end
+  return parts
+end
+
 -- Gate 1 from the headers alone: every tensor the family needs is there with
--- its shape and a float dtype; every tensor present is consumed or ignored.
--- `listing` names the file that lists the tensors, for messages.
+-- its shape and a float dtype, or, quantized, as its format's parts; every
+-- tensor present is consumed or ignored. `listing` names the file that lists
+-- the tensors, for messages. Returns each quantized field's parts.
 local function check_tensors(family, cfg, where, listing)
-  local consumed = {}
+  local consumed, parts = {}, {}
   local ignore = {}
   for _, pat in ipairs(family.ignore) do
     for l = 0, cfg.n_layers - 1 do ignore[(pat:gsub("{L}", tostring(l)))] = true end
@@ -157,13 +177,16 @@ local function check_tensors(family, cfg, where, listing)
   for _, spec in ipairs(family.globals) do
     if spec.tied and cfg.tie_word_embeddings then
       ignore[spec.hf] = true -- a tied model needs no lm_head.weight; some ship one anyway
+      for _, name in ipairs(quant.part_names(cfg.quant, spec.hf)) do ignore[name] = true end -- quantized, too
     else
-      expect(spec, spec.hf, where, listing, cfg, consumed)
+      parts[spec.field] = expect_any(spec, spec.hf, where, listing, cfg, consumed)
     end
   end
   for l = 0, cfg.n_layers - 1 do
     for _, spec in ipairs(family.layer) do
-      expect(spec, (spec.hf:gsub("{L}", tostring(l))), where, listing, cfg, consumed)
+      local p = expect_any(spec, (spec.hf:gsub("{L}", tostring(l))), where, listing, cfg, consumed,
+        parts[spec.field], l)
+      if l == 0 then parts[spec.field] = p end
     end
   end
   local extra = {}
@@ -174,6 +197,27 @@ local function check_tensors(family, cfg, where, listing)
     table.sort(extra)
     E.raise("format", "%s: unexpected tensor '%s' in %s (%d tensor%s nothing consumes)", cfg._source,
       extra[1], where[extra[1]].file, #extra, #extra == 1 and "" or "s")
+  end
+  return parts
+end
+
+-- The Config's quant once the tensors are known: a Q4NX bundle says so by its
+-- file; a checkpoint that holds quantized tensors without a
+-- quantization_config is refused, naming one.
+local function quant_of_files(cfg, snap, where)
+  local fmt = #snap.shards == 1 and quant.format_of_file(snap.shards[1].file)
+  if fmt then
+    if cfg.quant.method ~= "none" then
+      E.raise("format", "config.json: quantization_config says %s, but the weights are %s's bundle %s",
+        cfg.quant.method, fmt.title, fmt.file)
+    end
+    cfg.quant = quant.file_config(fmt)
+  elseif cfg.quant.method == "none" then
+    local name = quant.first_quantized(where)
+    if name then
+      E.raise("format", "%s: tensor '%s' (%s) is a quantized checkpoint's, but config.json has no "
+        .. "quantization_config (supported: %s)", where[name].file, name, where[name].dtype, quant.supported())
+    end
   end
 end
 
@@ -246,6 +290,17 @@ local function config_fields(cfg)
           config.describe(v.low_freq_factor), config.describe(v.high_freq_factor), v.original_max_position_embeddings)
       end
       add("gm_rope_scaling", f.name, init, doc, shown)
+    elseif f.type == "quant" then
+      local init, parts = { ".method = GM_QUANT_" .. v.method:upper() }, {}
+      for _, q in ipairs(quant.config_fields) do
+        local x = v[q[1]]
+        if q[2] ~= "method" and x ~= quant.none[q[1]] then
+          init[#init + 1] = "." .. q[1] .. " = " .. tostring(x)
+          parts[#parts + 1] = q[1] .. " " .. tostring(x)
+        end
+      end
+      add("gm_quant_config", f.name, "{ " .. table.concat(init, ", ") .. " }", doc,
+        v.method .. (#parts > 0 and ": " .. table.concat(parts, ", ") or ""))
     elseif f.type == "tokens" then
       add("int", "n_" .. f.name, tostring(#v), "how many " .. f.name)
       local ids = {}
@@ -260,8 +315,29 @@ local function config_fields(cfg)
   return out
 end
 
+local C_TYPES = { I32 = "const int32_t *", F16 = "const uint16_t *", BF16 = "const gm_bf16 *",
+  F32 = "const float *", F8_E4M3 = "const uint8_t *", I8 = "const uint8_t *" }
+
+-- Template view of a quantized projection's parts: the field beside its own, each with its
+-- shape as the file holds it, in the Config's terms.
+local function part_views(spec, cfg, parts)
+  local fmt = quant.format(cfg.quant)
+  local out = {}
+  for i, p in ipairs(parts) do
+    out[i] = {
+      field = spec.field .. "_" .. p.field, hf_pattern = (spec.hf:gsub("weight$", p.suffix):gsub("{L}", "%%d")),
+      number = p.number, rank = #p.shape, hf_shape = table.concat(p.shape, ", "), st_dtype = "ST_" .. p.dtype,
+      ctype = C_TYPES[p.dtype],
+      comment = string.format("(%s) = (%s) %s%s, from %s: %s", table.concat(p.shape_names, ", "),
+        table.concat(p.shape, ", "), p.dtype, p.dtype == "F16" and " bits" or "",
+        spec.hf:gsub("weight$", p.suffix), p.doc),
+    }
+  end
+  return out, fmt
+end
+
 -- Template view of one tensor spec: what the C field holds and where from.
-local function tensor_view(spec, cfg)
+local function tensor_view(spec, cfg, parts)
   local hf_shape = eval_shape(spec.shape, cfg)
   local names = spec.shape -- the expressions over the Config: "n_heads * head_dim"
   local held, held_names = hf_shape, names
@@ -274,7 +350,15 @@ local function tensor_view(spec, cfg)
     table.concat(held, ", "), spec.hf, spec.transpose and ", transposed (as stored in the form GM_W_NK)" or "")
   if tied then comment = string.format("(%s) = (%s), tied: aliases %s (%s absent)",
       table.concat(held_names, ", "), table.concat(held, ", "), spec.tied, spec.hf) end
+  local pviews, fmt
+  if parts then
+    pviews, fmt = part_views(spec, cfg, parts)
+    comment = string.format("(%s) = (%s), bf16 dequantized (%s) from the %s below%s",
+      table.concat(held_names, ", "), table.concat(held, ", "), fmt.title,
+      #pviews == 1 and "field" or #pviews .. " fields", spec.transpose and "; (out, in) in the form GM_W_NK" or "")
+  end
   return {
+    parts = pviews, quant_c = fmt and fmt.c or "0",
     field = spec.field, hf = spec.hf, doc = spec.doc,
     hf_pattern = spec.hf:gsub("{L}", "%%d"),
     rank = #hf_shape,
@@ -304,6 +388,7 @@ function M.check_config(snap)
   local cfg_json = decode(snap.config, "config.json")
   local arch, family = gate(cfg_json, snap.repo)
   local cfg = config.extract(cfg_json, "config.json", snap.repo)
+  if not cfg.quant then cfg.quant = quant.none end -- no quantization_config
   for _, k in ipairs(families.implied) do
     cfg[k] = family.implies[k]
     assert(type(cfg[k]) == "boolean", "families.lua: " .. arch .. " does not say whether it implies " .. k)
@@ -318,7 +403,9 @@ function M.generate(snap, templates)
   local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
 
   local where = tensor_table(snap, index)
-  check_tensors(family, cfg, where, index and "model.safetensors.index.json" or "model.safetensors")
+  quant_of_files(cfg, snap, where)
+  local parts = check_tensors(family, cfg, where,
+    index and "model.safetensors.index.json" or snap.shards[1] and snap.shards[1].file or "model.safetensors")
 
   local id = snap.name or M.model_id(repo)
   local view = {
@@ -330,8 +417,17 @@ function M.generate(snap, templates)
     globals = {}, layer = {}, tied = cfg.tie_word_embeddings,
     rms_norm_eps = c_double(cfg.rms_norm_eps),
   }
-  for _, spec in ipairs(family.globals) do view.globals[#view.globals + 1] = tensor_view(spec, cfg) end
-  for _, spec in ipairs(family.layer) do view.layer[#view.layer + 1] = tensor_view(spec, cfg) end
+  for _, spec in ipairs(family.globals) do
+    view.globals[#view.globals + 1] = tensor_view(spec, cfg, parts[spec.field])
+  end
+  for _, spec in ipairs(family.layer) do view.layer[#view.layer + 1] = tensor_view(spec, cfg, parts[spec.field]) end
+  local fmt = quant.format(cfg.quant)
+  view.quant = fmt
+  if fmt then
+    view.prerequisites[#view.prerequisites + 1] = fmt.prerequisite:gsub("{([%w_]+)}", function(k)
+      return tostring(cfg.quant[k])
+    end)
+  end
 
   local env = {
     m = view, ipairs = ipairs, string = string, table = table, math = math, tostring = tostring,

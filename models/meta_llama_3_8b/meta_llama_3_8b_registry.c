@@ -13,8 +13,8 @@
 #include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "meta_llama_3_8b_registry.c was generated for runtime ABI 4; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "meta_llama_3_8b_registry.c was generated for runtime ABI 5; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 static void config(gm_config *out)

@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "meta_llama_3_8b_weights.h was generated for runtime ABI 4; run: gen-model models/meta_llama_3_8b/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "meta_llama_3_8b_weights.h was generated for runtime ABI 5; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
 #define META_LLAMA_3_8B_N_LAYERS 32
@@ -36,6 +36,7 @@ typedef struct meta_llama_3_8b_Config {
     int n_eos_token_ids;                /* how many eos_token_ids */
     int eos_token_ids[GM_MAX_EOS];      /* eos_token_id: end-of-sequence ids (eos_token_id may be a list) */
     gm_dtype dtype;                     /* torch_dtype or dtype: checkpoint dtype named by config.json */
+    gm_quant_config quant;              /* quantization_config: how the projections are quantized, and the sizes (none; Q4NX: a model.q4nx bundle) */
     bool qkv_bias;                      /* implied by the architecture */
     bool qk_norm;                       /* implied by the architecture */
 } meta_llama_3_8b_Config;

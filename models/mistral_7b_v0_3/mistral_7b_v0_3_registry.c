@@ -13,8 +13,8 @@
 #include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "mistral_7b_v0_3_registry.c was generated for runtime ABI 4; run: gen-model models/mistral_7b_v0_3/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "mistral_7b_v0_3_registry.c was generated for runtime ABI 5; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
 static void config(gm_config *out)

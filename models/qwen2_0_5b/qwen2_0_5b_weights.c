@@ -8,8 +8,8 @@
 
 #include "gm/rope.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "qwen2_0_5b_weights.c was generated for runtime ABI 4; run: gen-model models/qwen2_0_5b/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "qwen2_0_5b_weights.c was generated for runtime ABI 5; run: gen-model models/qwen2_0_5b/snapshot"
 #endif
 
 const char qwen2_0_5b_hf_repo[] = "Qwen/Qwen2-0.5B";
@@ -34,6 +34,7 @@ qwen2_0_5b_Config qwen2_0_5b_config_default(void)
         .n_eos_token_ids = 1,
         .eos_token_ids = { 151643 },
         .dtype = GM_DTYPE_BF16,
+        .quant = { .method = GM_QUANT_NONE },
         .qkv_bias = true,
         .qk_norm = false,
     };
@@ -59,36 +60,40 @@ void qwen2_0_5b_config_export(const qwen2_0_5b_Config *c, gm_config *out)
     out->n_eos_token_ids = c->n_eos_token_ids;
     memcpy(out->eos_token_ids, c->eos_token_ids, sizeof out->eos_token_ids);
     out->dtype = c->dtype;
+    out->quant = c->quant;
     out->qkv_bias = c->qkv_bias;
     out->qk_norm = c->qk_norm;
 }
 
 /*
 ** Every tensor the loader fills: HF name (%d: the layer), destination field,
-** shape as HF stores it, and whether it is a projection, handed over
+** shape as HF stores it, whether it is a projection, handed over
 ** transposed, (in, out), in the form GM_W_KN, and (in, out) in panels in
-** GM_W_PANEL16 and GM_W_PANEL32.
+** GM_W_PANEL16 and GM_W_PANEL32, and, for a quantized checkpoint, the
+** format a projection is dequantized by from the parts after it (each: its
+** number in the format, its dtype, its shape as the file holds it).
 */
 static const gm_tensor_spec tensors[] = {
-    {"model.embed_tokens.weight", 0, offsetof(qwen2_0_5b_Weights, tok_embd), 2, {151936, 896}, 0}, /* (vocab_size, emb_dim) */
-    {"model.norm.weight", 0, offsetof(qwen2_0_5b_Weights, out_norm), 1, {896}, 0}, /* (emb_dim) */
-    {"model.layers.%d.input_layernorm.weight", 1, offsetof(qwen2_0_5b_LayerWeights, attn_norm), 1, {896}, 0}, /* (emb_dim) */
-    {"model.layers.%d.self_attn.q_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wq), 2, {896, 896}, 1}, /* (n_heads * head_dim, emb_dim) */
-    {"model.layers.%d.self_attn.k_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wk), 2, {128, 896}, 1}, /* (n_kv_heads * head_dim, emb_dim) */
-    {"model.layers.%d.self_attn.v_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wv), 2, {128, 896}, 1}, /* (n_kv_heads * head_dim, emb_dim) */
-    {"model.layers.%d.self_attn.q_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bq), 1, {896}, 0}, /* (n_heads * head_dim) */
-    {"model.layers.%d.self_attn.k_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bk), 1, {128}, 0}, /* (n_kv_heads * head_dim) */
-    {"model.layers.%d.self_attn.v_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bv), 1, {128}, 0}, /* (n_kv_heads * head_dim) */
-    {"model.layers.%d.self_attn.o_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wo), 2, {896, 896}, 1}, /* (emb_dim, n_heads * head_dim) */
-    {"model.layers.%d.post_attention_layernorm.weight", 1, offsetof(qwen2_0_5b_LayerWeights, ffn_norm), 1, {896}, 0}, /* (emb_dim) */
-    {"model.layers.%d.mlp.gate_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_gate), 2, {4864, 896}, 1}, /* (hidden_dim, emb_dim) */
-    {"model.layers.%d.mlp.up_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_up), 2, {4864, 896}, 1}, /* (hidden_dim, emb_dim) */
-    {"model.layers.%d.mlp.down_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_down), 2, {896, 4864}, 1}, /* (emb_dim, hidden_dim) */
+    {"model.embed_tokens.weight", 0, offsetof(qwen2_0_5b_Weights, tok_embd), 2, {151936, 896}, 0, 0, 0, 0}, /* (vocab_size, emb_dim) */
+    {"model.norm.weight", 0, offsetof(qwen2_0_5b_Weights, out_norm), 1, {896}, 0, 0, 0, 0}, /* (emb_dim) */
+    {"model.layers.%d.input_layernorm.weight", 1, offsetof(qwen2_0_5b_LayerWeights, attn_norm), 1, {896}, 0, 0, 0, 0}, /* (emb_dim) */
+    {"model.layers.%d.self_attn.q_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wq), 2, {896, 896}, 1, 0, 0, 0}, /* (n_heads * head_dim, emb_dim) */
+    {"model.layers.%d.self_attn.k_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wk), 2, {128, 896}, 1, 0, 0, 0}, /* (n_kv_heads * head_dim, emb_dim) */
+    {"model.layers.%d.self_attn.v_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wv), 2, {128, 896}, 1, 0, 0, 0}, /* (n_kv_heads * head_dim, emb_dim) */
+    {"model.layers.%d.self_attn.q_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bq), 1, {896}, 0, 0, 0, 0}, /* (n_heads * head_dim) */
+    {"model.layers.%d.self_attn.k_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bk), 1, {128}, 0, 0, 0, 0}, /* (n_kv_heads * head_dim) */
+    {"model.layers.%d.self_attn.v_proj.bias", 1, offsetof(qwen2_0_5b_LayerWeights, bv), 1, {128}, 0, 0, 0, 0}, /* (n_kv_heads * head_dim) */
+    {"model.layers.%d.self_attn.o_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, wo), 2, {896, 896}, 1, 0, 0, 0}, /* (emb_dim, n_heads * head_dim) */
+    {"model.layers.%d.post_attention_layernorm.weight", 1, offsetof(qwen2_0_5b_LayerWeights, ffn_norm), 1, {896}, 0, 0, 0, 0}, /* (emb_dim) */
+    {"model.layers.%d.mlp.gate_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_gate), 2, {4864, 896}, 1, 0, 0, 0}, /* (hidden_dim, emb_dim) */
+    {"model.layers.%d.mlp.up_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_up), 2, {4864, 896}, 1, 0, 0, 0}, /* (hidden_dim, emb_dim) */
+    {"model.layers.%d.mlp.down_proj.weight", 1, offsetof(qwen2_0_5b_LayerWeights, w_down), 2, {896, 4864}, 1, 0, 0, 0}, /* (emb_dim, hidden_dim) */
 };
 
 static gm_weights_layout layout(qwen2_0_5b_Weights *w)
 {
-    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN2_0_5B_N_LAYERS, &w->arena, w->form};
+    const gm_weights_layout lay = {w, w->layers, sizeof w->layers[0], QWEN2_0_5B_N_LAYERS, &w->arena, w->form,
+                                   &w->config.quant};
     return lay;
 }
 

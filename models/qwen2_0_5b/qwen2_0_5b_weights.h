@@ -12,8 +12,8 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "qwen2_0_5b_weights.h was generated for runtime ABI 4; run: gen-model models/qwen2_0_5b/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "qwen2_0_5b_weights.h was generated for runtime ABI 5; run: gen-model models/qwen2_0_5b/snapshot"
 #endif
 
 #define QWEN2_0_5B_N_LAYERS 24
@@ -36,6 +36,7 @@ typedef struct qwen2_0_5b_Config {
     int n_eos_token_ids;                /* how many eos_token_ids */
     int eos_token_ids[GM_MAX_EOS];      /* eos_token_id: end-of-sequence ids (eos_token_id may be a list) */
     gm_dtype dtype;                     /* torch_dtype or dtype: checkpoint dtype named by config.json */
+    gm_quant_config quant;              /* quantization_config: how the projections are quantized, and the sizes (none; Q4NX: a model.q4nx bundle) */
     bool qkv_bias;                      /* implied by the architecture */
     bool qk_norm;                       /* implied by the architecture */
 } qwen2_0_5b_Config;

@@ -13,8 +13,8 @@
 #include "gm/kernels.h"
 #include "gm/registry.h"
 
-#if GM_RUNTIME_ABI != 4
-#error "qwen3_0_6b_registry.c was generated for runtime ABI 4; run: gen-model models/qwen3_0_6b/snapshot"
+#if GM_RUNTIME_ABI != 5
+#error "qwen3_0_6b_registry.c was generated for runtime ABI 5; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
 static void config(gm_config *out)

@@ -35,12 +35,14 @@ static unsigned probe(void)
     const unsigned long long x = xcr0();
     if ((x & 0x6) != 0x6) /* the OS saves the SSE and AVX state */
         return 0;
-    const int fma = (c & bit_FMA) != 0;
+    const int fma = (c & bit_FMA) != 0, f16c = (c & bit_F16C) != 0;
     if (__get_cpuid_max(0, NULL) < 7)
         return 0;
     __cpuid_count(7, 0, a, b, c, d);
     if ((b & bit_AVX2) && fma)
         f |= GM_CPU_AVX2 | GM_CPU_FMA;
+    if ((f & GM_CPU_AVX2) && f16c)
+        f |= GM_CPU_F16C;
     const unsigned avx512 = bit_AVX512F | bit_AVX512BW | bit_AVX512VL;
     if ((f & GM_CPU_AVX2) && (b & avx512) == avx512 && (x & 0xE0) == 0xE0) /* opmask, ZMM_Hi256, Hi16_ZMM */
         f |= GM_CPU_AVX512;

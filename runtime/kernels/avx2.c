@@ -4,7 +4,7 @@
 ** attention's products and element-wise steps are vec_kernels.h and
 ** vec_steps.h at 8 lanes (v8.h), the source the AVX-512 tier runs at 16,
 ** on W in panels of 16 columns, its form (GM_W_PANEL16); the load-time
-** transposes, into (in, out) or into panels, are its own.
+** transposes, into (in, out) or into panels, and conversions are its own.
 */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
@@ -153,6 +153,32 @@ static void panels_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows,
     _mm_sfence();
 }
 
+/*
+** Conversions to bf16 eight values at a time: F16 widened by F16C (exact,
+** as gm_f16_to_f32) where the CPU has it, F32 as it is; each then rounded
+** as gm_f32_to_bf16 (vf_round_bf16). The rest, and bf16 itself, portable.
+*/
+__attribute__((target("avx2,fma,f16c"))) static void convert_avx2(gm_bf16 *dst, const void *src, size_t n,
+                                                                   gm_src_type type)
+{
+    if (type == GM_SRC_BF16 || (type == GM_SRC_F16 && !(gm_cpu_features() & GM_CPU_F16C))) {
+        gm_convert_portable(dst, src, n, type);
+        return;
+    }
+    const uint8_t *s = src;
+    const size_t es = type == GM_SRC_F16 ? 2 : 4;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 f = type == GM_SRC_F16
+                             ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i)))
+                             : _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));
+        const __m256i b = _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16);
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_castsi256_si128(packed));
+    }
+    gm_convert_portable(dst + i, s + i * es, n - i, type);
+}
+
 const gm_tier gm_tier_avx2 = {
     .name = "avx2",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
@@ -170,6 +196,7 @@ const gm_tier gm_tier_avx2 = {
     .swiglu = swiglu_avx2,
     .transpose = transpose_avx2,
     .panels = panels_avx2,
+    .convert = convert_avx2,
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
     .exp_sum = exp_sum_avx2,

@@ -7,7 +7,7 @@
 ** element-wise steps.
 ** Compiled for AVX-512 F/BW/VL here, and for AVX2 as the software model of
 ** those operations in avx512_model.c ("avx512-model"), which the tests run
-** on any CPU with AVX2. The load-time transposes are the AVX2 tier's.
+** on any CPU with AVX2. The load-time transposes and conversions are the AVX2 tier's.
 **
 ** Every sum is an FMA chain in k order, as on the other tiers, so products
 ** of bf16 values give the same bits here as everywhere. VDPBF16PS
@@ -48,7 +48,7 @@ const gm_tier TIER(gm_tier) = {
 #endif
     .wform = GM_W_PANEL32,
     .lanes = 16,
-    .base = &gm_tier_avx2, /* the transposes */
+    .base = &gm_tier_avx2, /* the transposes and conversions */
     .band = TIER(band),
     .panel_unit = NC,
     .gemv = TIER(gemv),

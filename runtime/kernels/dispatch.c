@@ -43,7 +43,7 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(dot), FROM_BASE(dot_rows);
     FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
-    FROM_BASE(panels);
+    FROM_BASE(panels), FROM_BASE(convert);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
     FROM_BASE(exp_sum);
 #undef FROM_BASE
@@ -492,11 +492,11 @@ void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type type, size_t row
 {
     /* rows per block: bf16 is transposed in place, other types are converted into a buffer first */
     const size_t block = type == GM_SRC_BF16 ? 256 : 32, es = src_size(type);
+    const gm_tier *k = tier();
     if (!to) {
-        gm_convert_portable(dst + r0 * cols, src, (r1 - r0) * cols, type);
+        k->convert(dst + r0 * cols, src, (r1 - r0) * cols, type);
         return;
     }
-    const gm_tier *k = tier();
     gm_bf16 *tmp = type == GM_SRC_BF16 ? NULL : malloc(block * cols * 2);
     if (type != GM_SRC_BF16 && !tmp) { /* no memory for a block: one value at a time, the same result */
         const size_t P = to == 1 ? rows : (size_t)to; /* the transpose: one panel of every row */
@@ -513,7 +513,7 @@ void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type type, size_t row
         const uint8_t *s = (const uint8_t *)src + (r - r0) * cols * es;
         const gm_bf16 *blk = (const gm_bf16 *)(const void *)s;
         if (tmp) {
-            gm_convert_portable(tmp, s, n * cols, type);
+            k->convert(tmp, s, n * cols, type);
             blk = tmp;
         }
         if (to == 1)

@@ -126,6 +126,9 @@ typedef struct gm_tier {
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);
 
+    /* n values of src, of the given type, to bf16 at dst: gm_convert_portable's bits */
+    void (*convert)(gm_bf16 *dst, const void *src, size_t n, gm_src_type type);
+
     /*
     ** The same rows into the panel form of P columns (gm/kernels.h) of the
     ** (cols, rows) transposed matrix at dst: row r of blk is column r0 + r

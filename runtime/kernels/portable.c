@@ -337,6 +337,7 @@ const gm_tier gm_tier_portable = {
     .swiglu = swiglu_portable,
     .transpose = transpose_portable,
     .panels = gm_panels_portable,
+    .convert = gm_convert_portable,
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
     .exp_sum = exp_sum_portable,

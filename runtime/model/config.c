@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -511,6 +512,131 @@ static int read_dtype(const reader *r, node root, gm_dtype *out, const char **ke
     return GM_OK;
 }
 
+/* A boolean member of quantization_config; absent or null leaves *out unchanged. */
+static int read_quant_bool(const reader *r, node o, const char *key, bool *out)
+{
+    char buf[48];
+    node v = member(r, o, key);
+    if (absent_or_null(v))
+        return GM_OK;
+    if (!cJSON_IsBool(v.json))
+        return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.%s must be true or false, found %s", r->what,
+                       key, found(r, v, buf, sizeof buf));
+    *out = cJSON_IsTrue(v.json);
+    return GM_OK;
+}
+
+/*
+** A string member of quantization_config, compared without case (as
+** transformers reads quant_method and AWQ's version): its index in names,
+** or dflt when absent or null; any other value is one line naming them.
+*/
+static int read_quant_name(const reader *r, node o, const char *key, const char *const *names, int dflt, int *out)
+{
+    char buf[48], list[128] = "";
+    node v = member(r, o, key);
+    int rc;
+    *out = dflt;
+    if (absent_or_null(v)) {
+        if (dflt >= 0)
+            return GM_OK;
+        return gm_fail(r->st, GM_EMISSING, "%s: required key 'quantization_config.%s' is missing", r->what, key);
+    }
+    if (!cJSON_IsString(v.json))
+        return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.%s must be a string, found %s", r->what, key,
+                       found(r, v, buf, sizeof buf));
+    if ((rc = check_no_nul(r, v, key)) != GM_OK)
+        return rc;
+    for (int i = 0; names[i]; i++) {
+        if (strcasecmp(v.json->valuestring, names[i]) == 0) {
+            *out = i;
+            return GM_OK;
+        }
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    }
+    return gm_fail(r->st, GM_EUNSUPPORTED, "%s: quantization_config.%s '%.40s' is not supported (supported: %s)",
+                   r->what, key, v.json->valuestring, list);
+}
+
+/* group_size: a positive integer or, where one group takes every input (GPTQ), -1. */
+static int read_group_size(const reader *r, node o, int minus_one, int *out)
+{
+    char buf[48];
+    node v = member(r, o, "group_size");
+    int g = 0, rc;
+    if (absent_or_null(v))
+        return GM_OK;
+    if ((rc = as_int(r, v, "quantization_config.group_size", INT_MIN, &g)) != GM_OK)
+        return rc;
+    if (g < 1 && !(minus_one && g == -1))
+        return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.group_size must be positive%s, found %s", r->what,
+                       minus_one ? " or -1" : "", lexeme(r, v, buf, sizeof buf));
+    *out = g;
+    return GM_OK;
+}
+
+/*
+** quantization_config, read on its own terms (GM_CONFIG_FIELDS): the method
+** and what the dequantized reference depends on, with transformers' defaults
+** for absent keys (AwqConfig, GPTQConfig, FineGrainedFP8Config).
+*/
+static int read_quant(const reader *r, node root, gm_quant_config *q)
+{
+    static const char *const methods[] = {"awq", "gptq", "fp8", NULL};
+    static const char *const gemm[] = {"gemm", NULL}, *const e4m3[] = {"e4m3", NULL};
+    static const char *const dynamic[] = {"dynamic", NULL}, *const formats[] = {"gptq", "gptq_v2", NULL};
+    char buf[48];
+    node o = member(r, root, "quantization_config");
+    int m, x, rc;
+    memset(q, 0, sizeof *q);
+    if (absent_or_null(o))
+        return GM_OK;
+    if (!cJSON_IsObject(o.json))
+        return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config must be an object, found %s", r->what,
+                       found(r, o, buf, sizeof buf));
+    if ((rc = check_unique_keys(r, o)) || (rc = read_quant_name(r, o, "quant_method", methods, -1, &m)))
+        return rc;
+    if (m == 0) { /* AWQ */
+        *q = (gm_quant_config){.method = GM_QUANT_AWQ, .bits = 4, .group_size = 128, .zero_point = true};
+        if ((rc = read_int(r, o, "quantization_config", "bits", 0, 1, &q->bits)) ||
+            (rc = read_group_size(r, o, 0, &q->group_size)) ||
+            (rc = read_quant_bool(r, o, "zero_point", &q->zero_point)) ||
+            (rc = read_quant_name(r, o, "version", gemm, 0, &x)))
+            return rc;
+        if (!q->zero_point)
+            return gm_fail(r->st, GM_EUNSUPPORTED, "%s: quantization_config.zero_point false is not supported "
+                           "(supported: true)", r->what);
+    } else if (m == 1) { /* GPTQ */
+        *q = (gm_quant_config){.method = GM_QUANT_GPTQ, .group_size = 128, .sym = true};
+        if ((rc = read_int(r, o, "quantization_config", "bits", 1, 1, &q->bits)) ||
+            (rc = read_group_size(r, o, 1, &q->group_size)) || (rc = read_quant_bool(r, o, "sym", &q->sym)) ||
+            (rc = read_quant_bool(r, o, "desc_act", &q->desc_act)) ||
+            (rc = read_quant_name(r, o, "checkpoint_format", formats, 0, &x)))
+            return rc;
+        q->gptq_v2 = x == 1;
+    } else { /* FP8 */
+        *q = (gm_quant_config){.method = GM_QUANT_FP8, .bits = 8, .group_size = 128, .block_out = 128};
+        if ((rc = read_quant_name(r, o, "fmt", e4m3, 0, &x)) ||
+            (rc = read_quant_name(r, o, "activation_scheme", dynamic, 0, &x)))
+            return rc;
+        node b = member(r, o, "weight_block_size");
+        if (!absent_or_null(b)) {
+            if (!cJSON_IsArray(b.json) || cJSON_GetArraySize(b.json) != 2)
+                return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.weight_block_size must be a list of two "
+                               "positive integers, found %s", r->what, found(r, b, buf, sizeof buf));
+            if ((rc = as_int(r, element(r, b, b.json->child), "quantization_config.weight_block_size[0]", 1,
+                             &q->block_out)) ||
+                (rc = as_int(r, element(r, b, b.json->child->next), "quantization_config.weight_block_size[1]", 1,
+                             &q->group_size)))
+                return rc;
+        }
+    }
+    if (q->bits != (q->method == GM_QUANT_FP8 ? 8 : 4))
+        return gm_fail(r->st, GM_EUNSUPPORTED, "%s: quantization_config.bits %d is not supported (supported: 4)",
+                       r->what, q->bits);
+    return GM_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* public entry points */
 
@@ -669,7 +795,8 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
         (rc = read_eos(&r, root, &cfg)) ||
         (rc = read_rope_base(&r, root, &cfg.rope_base, &cfg.json_key[GM_CONFIG_rope_base])) ||
         (rc = read_rope_scaling(&r, root, &cfg.rope_scaling, &cfg.json_key[GM_CONFIG_rope_scaling])) ||
-        (rc = read_dtype(&r, root, &cfg.dtype, &cfg.json_key[GM_CONFIG_dtype])))
+        (rc = read_dtype(&r, root, &cfg.dtype, &cfg.json_key[GM_CONFIG_dtype])) ||
+        (rc = read_quant(&r, root, &cfg.quant)))
         goto out;
 
     if (oom)
@@ -868,6 +995,41 @@ static void diff_rope(diff_line *d, const char *field, const char *object, const
 #undef ROPE_PART
 }
 
+/*
+** The quantization, by the config.json key each field comes from:
+** "quant.group_size (quantization_config.group_size) is 128, config.json says 64";
+** a method that differs is all that is said.
+*/
+static void diff_quant(diff_line *d, const gm_quant_config *got, const gm_quant_config *want)
+{
+    char g[32], w[32];
+    const int fp8 = want->method == GM_QUANT_FP8, q4nx = want->method == GM_QUANT_Q4NX;
+    if (got->method != want->method) {
+        diff_field(d, "quant.method", q4nx || got->method == GM_QUANT_Q4NX ? "quantization_config.quant_method, or "
+                   "a model.q4nx bundle" : "quantization_config.quant_method", gm_quant_method_name(got->method),
+                   gm_quant_method_name(want->method));
+        return;
+    }
+#define QUANT_INT(f, key)                                                                          \
+    if (got->f != want->f) {                                                                       \
+        snprintf(g, sizeof g, "%d", got->f);                                                       \
+        snprintf(w, sizeof w, "%d", want->f);                                                      \
+        diff_field(d, "quant." #f, q4nx ? "model.q4nx" : key, g, w);                               \
+    }
+#define QUANT_BOOL(f, key)                                                                         \
+    if (got->f != want->f)                                                                         \
+        diff_field(d, "quant." #f, key, got->f ? "true" : "false", want->f ? "true" : "false");
+    QUANT_INT(bits, "quantization_config.bits")
+    QUANT_INT(group_size, fp8 ? "quantization_config.weight_block_size[1]" : "quantization_config.group_size")
+    QUANT_INT(block_out, "quantization_config.weight_block_size[0]")
+    QUANT_BOOL(zero_point, "quantization_config.zero_point")
+    QUANT_BOOL(sym, "quantization_config.sym")
+    QUANT_BOOL(desc_act, "quantization_config.desc_act")
+    QUANT_BOOL(gptq_v2, "quantization_config.checkpoint_format gptq_v2")
+#undef QUANT_INT
+#undef QUANT_BOOL
+}
+
 /* Every field of GM_CONFIG_FIELDS compared by its kind. */
 int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size)
 {
@@ -901,6 +1063,7 @@ int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_
 #define DIFF_DTYPE(i, f, key)                                                                      \
     if (got->f != want->f)                                                                         \
         diff_field(&d, #f, shown_key(want, i, #f, key), gm_dtype_name(got->f), gm_dtype_name(want->f));
+#define DIFF_QUANT(i, f, key) diff_quant(&d, &got->f, &want->f);
 #define DIFF(kind, field, key, key5, rule) DIFF_##kind(GM_CONFIG_##field, field, key)
     GM_CONFIG_FIELDS(DIFF)
 #undef DIFF
@@ -912,5 +1075,6 @@ int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_
 #undef DIFF_ROPE
 #undef DIFF_EOS
 #undef DIFF_DTYPE
+#undef DIFF_QUANT
     return d.count;
 }

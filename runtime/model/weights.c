@@ -7,17 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gm/kernels.h"
 #include "gm/pool.h"
 
-/* The gm_bf16 * field that spec s names, in layer `layer` for per-layer specs. */
-static gm_bf16 **field(const gm_weights_layout *lay, const gm_tensor_spec *s, int layer)
+/* The field spec s names, in layer `layer` for per-layer specs: a gm_bf16 *, or a part's typed pointer. */
+static void *field(const gm_weights_layout *lay, const gm_tensor_spec *s, int layer)
 {
     char *base = s->per_layer ? (char *)lay->layers + (size_t)layer * lay->layer_size
                               : (char *)lay->weights;
-    return (gm_bf16 **)(void *)(base + s->offset);
+    return base + s->offset;
+}
+
+/* Every field is an object pointer: set and read as bytes, whatever its pointee's type. */
+static void set_field(void *f, const void *p) { memcpy(f, &p, sizeof p); }
+
+static const void *get_field(const void *f)
+{
+    const void *p;
+    memcpy(&p, f, sizeof p);
+    return p;
 }
 
 static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
@@ -31,16 +42,31 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 /* ---------------------------------------------------------------------- */
 /* the parallel load: open, plan, place, run */
 
-/* One tensor of the load: where its bytes are and where they go. */
+/*
+** One tensor of the load: where its bytes are and where they go. A float
+** tensor is used in place or converted (or transposed) into the arena; a
+** quantized part is kept as the file holds it, in place or copied; a
+** dequantized projection has no tensor of its own: it is made from its parts.
+*/
+typedef enum item_kind { ITEM_FLOAT, ITEM_PART, ITEM_DEQUANT } item_kind;
+
 typedef struct item {
-    const st_tensor *t;
+    item_kind kind;
+    const st_tensor *t; /* the file's tensor; NULL for a dequantized projection */
     st_source src;      /* the open file, from st_model */
     const void *data;   /* its bytes in the file's mapping */
     gm_src_type type;
-    int to;             /* gm_convert_rows' `to`: 0 as it is; a projection 1 (GM_W_KN) or its panel width */
-    int in_place;       /* used where it lies in the mapping (else copied into the arena) */
+    size_t rows, cols;  /* the file's (rows, cols), a vector as (n, 1); dequantized: its natural form's */
+    size_t esize;       /* bytes an element in the file; dequantized: 2, the bf16 it is made into */
+    int to;             /* float: gm_convert_rows' `to`: 0 as it is; a projection 1 (GM_W_KN) or its panel width */
+    int transpose;      /* dequantized: held in the form its rule does not make ((in, out) for FP8 and Q4NX) */
+    int panel;          /* dequantized: held in panels of this many outputs (gm_wform_panel); else 0 */
+    int in_place;       /* used where it lies in the mapping (else placed in the arena) */
     size_t offset;      /* its place in the arena, in bytes */
-    gm_bf16 **field;    /* the Weights field that points at it */
+    void *field;        /* the Weights field that points at it */
+    const struct item *parts[GM_QUANT_MAX_PARTS]; /* dequantized: its parts, by number (NULL: absent) */
+    gm_quant_parts qp;  /* dequantized: where its parts are, once placed */
+    char name[256];     /* the HF name, for messages */
 } item;
 
 /* Rows [r0, r1) of one item: a task's share of the reading. */
@@ -57,6 +83,7 @@ typedef struct plan {
     size_t size;        /* the arena's bytes */
     char *base;         /* the arena, once placed */
     gm_status *errors;  /* one per piece; the first failure is reported */
+    const gm_quant_config *quant;
 } plan;
 
 enum {
@@ -67,67 +94,189 @@ enum {
 /* A tensor's columns: its second dimension, or 1 for a vector. */
 static size_t cols_of(const st_tensor *t) { return t->rank == 2 ? (size_t)t->shape[1] : 1; }
 
-static size_t row_bytes(const item *it) { return cols_of(it->t) * st_dtype_size(it->t->dtype); }
+static size_t row_bytes(const item *it) { return it->cols * it->esize; }
 
-/* bf16 kept as is: used in place, or read straight into the arena (else it is transposed or converted). */
-static int read_straight(const item *it) { return !it->to && it->type == GM_SRC_BF16; }
-
-static gm_bf16 *dst_of(const plan *p, const item *it)
+/*
+** Kept as the file holds it (bf16 not transposed, or a part): used in place,
+** or read straight into the arena (else it is transposed, converted or
+** dequantized).
+*/
+static int read_straight(const item *it)
 {
-    return it->in_place ? (gm_bf16 *)(uintptr_t)it->data : (gm_bf16 *)(void *)(p->base + it->offset);
+    return it->kind == ITEM_PART || (it->kind == ITEM_FLOAT && !it->to && it->type == GM_SRC_BF16);
+}
+
+/*
+** Written in the order of its rows: read straight, converted, or
+** dequantized (a piece of a projection dequantized into the other form
+** fills whole rows of it too: a block of its columns at a time).
+*/
+static int writes_in_order(const item *it) { return it->kind != ITEM_FLOAT || it->to != 1; }
+
+static void *dst_of(const plan *p, const item *it)
+{
+    return it->in_place ? (void *)(uintptr_t)it->data : (void *)(p->base + it->offset);
+}
+
+/*
+** The rows the pieces of an item are cut along: the file's; a dequantized
+** projection's as it is held (its rule's natural rows, or, held in the
+** other form, its natural columns; in panels, its outputs, so that a piece
+** is whole panels).
+*/
+static size_t rows_of(const item *it)
+{
+    if (it->kind != ITEM_DEQUANT)
+        return it->rows;
+    return it->panel ? it->qp.out : it->transpose ? it->cols : it->rows;
 }
 
 /* The rows of one piece of the item: about PIECE_BYTES of them, a whole multiple of 32. */
 static size_t piece_rows(const item *it)
 {
-    const size_t step = row_bytes(it) ? PIECE_BYTES / row_bytes(it) : (size_t)it->t->shape[0];
+    const size_t bytes = it->kind != ITEM_DEQUANT ? row_bytes(it)
+                         : 2 * (it->panel ? it->qp.in : it->transpose ? it->rows : it->cols);
+    const size_t step = bytes ? PIECE_BYTES / bytes : rows_of(it);
     return step < 32 ? 32 : step / 32 * 32;
 }
 
 static gm_src_type src_type(st_dtype d) { return d == ST_F32 ? GM_SRC_F32 : d == ST_F16 ? GM_SRC_F16 : GM_SRC_BF16; }
 
+/* An item for file tensor t, of the given kind: where its bytes are and its (rows, cols). */
+static void from_file(item *it, item_kind kind, const st_tensor *t, const st_model *m)
+{
+    it->kind = kind;
+    it->t = t;
+    it->src = st_model_source(m, t);
+    it->data = st_model_data(m, t);
+    it->type = src_type(t->dtype);
+    it->rows = (size_t)t->shape[0];
+    it->cols = cols_of(t);
+    it->esize = st_dtype_size(t->dtype);
+}
+
+/* A float tensor: present, with its shape and a float dtype; used in place when it is bf16 kept as is. */
+static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, const st_model *m,
+                      gm_status *st)
+{
+    const st_tensor *t;
+    if (st_model_check(m, it->name, s->rank, s->shape, s->transpose, &t, st))
+        return st->code;
+    from_file(it, ITEM_FLOAT, t, m);
+    it->to = !s->transpose || lay->form == GM_W_NK ? 0 : lay->form == GM_W_KN ? 1 : gm_wform_panel(lay->form);
+    it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
+    return 0;
+}
+
+/* A quantized part: present, with exactly its shape and dtype; used in place when aligned to its element. */
+static int plan_part(item *it, const gm_tensor_spec *s, const st_model *m, gm_status *st)
+{
+    const st_tensor *t;
+    if (st_model_check_as(m, it->name, s->rank, s->shape, (st_dtype)s->dtype, &t, st))
+        return st->code;
+    from_file(it, ITEM_PART, t, m);
+    it->in_place = it->data && (uintptr_t)it->data % it->esize == 0;
+    return 0;
+}
+
+/* A dequantized projection: its rule's natural form, and whether it is held in the other one. */
+static int plan_dequant(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, gm_status *st)
+{
+    if (!lay->quant || (int)lay->quant->method != s->quant || s->rank != 2)
+        return gm_fail(st, GM_EFORMAT, "tensor '%s': the loader's table dequantizes it as %s, the model's Config "
+                       "says %s (regenerate the model's sources)", it->name, gm_quant_method_name(s->quant),
+                       gm_quant_method_name(lay->quant ? lay->quant->method : GM_QUANT_NONE));
+    const gm_wform natural = gm_quant_natural_form(lay->quant->method);
+    const size_t out = (size_t)s->shape[0], in = (size_t)s->shape[1];
+    it->kind = ITEM_DEQUANT;
+    it->rows = natural == GM_W_KN ? in : out;
+    it->cols = natural == GM_W_KN ? out : in;
+    it->esize = 2;
+    it->type = GM_SRC_BF16;
+    const gm_wform held = s->transpose ? lay->form : GM_W_NK;
+    it->panel = gm_wform_panel(held);
+    it->transpose = (held == GM_W_NK ? GM_W_NK : GM_W_KN) != natural;
+    it->qp.out = out;
+    it->qp.in = in;
+    return 0;
+}
+
 /*
-** Plan: check every tensor the specs name (present, shape, float dtype),
-** decide where it is held (in place, or its place in the arena, 64-byte
-** aligned), and cut it into pieces of about PIECE_BYTES, whole multiples
-** of 32 rows.
+** A dequantized projection's parts: the specs after its own (start[j] is
+** spec j's first item), each checked against the shape and dtype its rule
+** reads (gm_quant_check_part), so that a table and a file which agree with
+** each other cannot make the rule read outside them.
+*/
+static int link_parts(plan *p, const gm_tensor_spec *specs, size_t n_specs, size_t i, int l, const size_t *start,
+                      gm_status *st)
+{
+    item *it = &p->items[start[i] + (size_t)l];
+    for (size_t j = i + 1; j < n_specs && specs[j].part; j++) {
+        const item *part = &p->items[start[j] + (size_t)(specs[j].per_layer ? l : 0)];
+        if (gm_quant_check_part(p->quant, it->qp.out, it->qp.in, specs[j].part, part->t->rank, part->t->shape,
+                                (int)part->t->dtype, part->name, st))
+            return st->code;
+        it->parts[specs[j].part - 1] = part;
+    }
+    for (int k = 0; k < gm_quant_n_parts(p->quant->method); k++)
+        if (!it->parts[k] && !gm_quant_part_optional(p->quant->method, k + 1))
+            return gm_fail(st, GM_EFORMAT, "tensor '%s': the loader's table lists no part %d of it (%s) "
+                           "(regenerate the model's sources)", it->name, k + 1, gm_quant_method_name(p->quant->method));
+    return 0;
+}
+
+/*
+** Plan: check every tensor the specs name (present, shape, dtype), decide
+** where it is held (in place, or its place in the arena, 64-byte aligned),
+** and cut it into pieces of about PIECE_BYTES, whole multiples of 32 rows.
 */
 static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec *specs, size_t n_specs,
                      const st_model *m, const char *dir, gm_status *st)
 {
     size_t n_items = 0, n_pieces = 0;
-    for (size_t i = 0; i < n_specs; i++)
-        n_items += specs[i].per_layer ? (size_t)lay->n_layers : 1;
-    if (!(p->items = calloc(n_items ? n_items : 1, sizeof *p->items)))
+    size_t *start = calloc(n_specs ? n_specs : 1, sizeof *start);
+    if (!start)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
     for (size_t i = 0; i < n_specs; i++) {
+        start[i] = n_items;
+        n_items += specs[i].per_layer ? (size_t)lay->n_layers : 1;
+    }
+    p->quant = lay->quant;
+    if (!(p->items = calloc(n_items ? n_items : 1, sizeof *p->items))) {
+        free(start);
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
+    }
+    for (size_t i = 0; i < n_specs && !st->code; i++) {
         const gm_tensor_spec *s = &specs[i];
         for (int l = 0; l < (s->per_layer ? lay->n_layers : 1); l++) {
-            char name[256];
-            const st_tensor *t;
-            name_of(name, sizeof name, s, l);
-            if (st_model_check(m, name, s->rank, s->shape, s->transpose, &t, st))
-                return st->code;
             item *it = &p->items[p->n_items++];
-            const gm_wform f = lay->form;
-            const int to = !s->transpose || f == GM_W_NK ? 0 : f == GM_W_KN ? 1 : gm_wform_panel(f);
-            *it = (item){t, st_model_source(m, t), st_model_data(m, t), src_type(t->dtype), to, 0, p->size,
-                         field(lay, s, l)};
-            it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
+            name_of(it->name, sizeof it->name, s, l);
+            it->field = field(lay, s, l);
+            if (s->quant ? plan_dequant(it, s, lay, st) : s->part ? plan_part(it, s, m, st)
+                                                                  : plan_float(it, s, lay, m, st))
+                break;
+            it->offset = p->size;
             if (!it->in_place) {
-                const size_t bytes = (size_t)t->shape[0] * cols_of(t) * 2;
+                const size_t bytes = it->rows * it->cols * (it->kind == ITEM_PART ? it->esize : 2);
                 p->size += (bytes + 63) / 64 * 64;
             }
-            const size_t rows = (size_t)t->shape[0], step = piece_rows(it);
+            const size_t step = piece_rows(it), rows = rows_of(it);
             n_pieces += rows ? (rows + step - 1) / step : 1;
         }
     }
+    for (size_t i = 0; i < n_specs && !st->code; i++)
+        for (int l = 0; specs[i].quant && l < (specs[i].per_layer ? lay->n_layers : 1); l++)
+            if (link_parts(p, specs, n_specs, i, l, start, st))
+                break;
+    free(start);
+    if (st->code)
+        return st->code;
     if (!(p->pieces = calloc(n_pieces ? n_pieces : 1, sizeof *p->pieces)) ||
         !(p->errors = calloc(n_pieces ? n_pieces : 1, sizeof *p->errors)))
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
     for (size_t i = 0; i < p->n_items; i++) {
         const item *it = &p->items[i];
-        const size_t rows = (size_t)it->t->shape[0], step = piece_rows(it);
+        const size_t rows = rows_of(it), step = piece_rows(it);
         size_t r = 0;
         do {
             p->pieces[p->n_pieces++] = (piece){it, r, r + step < rows ? r + step : rows};
@@ -153,14 +302,29 @@ static int arena_new(gm_arena *a, size_t size, gm_status *st)
     return 0;
 }
 
-/* Place: the arena, and every field pointing at its tensor's place, in it or in a mapping. */
+/*
+** Place: the arena, and every field pointing at its tensor's place, in it or
+** in a mapping; each dequantized projection told where its parts are.
+*/
 static int place(plan *p, gm_arena *arena, gm_status *st)
 {
     if (arena_new(arena, p->size, st))
         return st->code;
     p->base = arena->base;
-    for (size_t i = 0; i < p->n_items; i++)
-        *p->items[i].field = dst_of(p, &p->items[i]);
+    for (size_t i = 0; i < p->n_items; i++) {
+        item *it = &p->items[i];
+        set_field(it->field, dst_of(p, it));
+        if (it->kind != ITEM_DEQUANT)
+            continue;
+        for (int k = 0; k < GM_QUANT_MAX_PARTS; k++)
+            if (it->parts[k])
+                it->qp.part[k] = dst_of(p, it->parts[k]);
+        const int scales = gm_quant_scale_part(p->quant->method);
+        if (scales)
+            it->qp.scale_type = it->parts[scales - 1]->type;
+        if (p->quant->method == GM_QUANT_GPTQ && it->parts[GM_GPTQ_G_IDX - 1])
+            it->qp.g_idx_name = it->parts[GM_GPTQ_G_IDX - 1]->name;
+    }
     return 0;
 }
 
@@ -194,27 +358,28 @@ static int populate_piece(const plan *p, size_t k)
 /*
 ** Task k: piece k's rows into place, from the file's mapping, its pages
 ** read in first. Used in place: nothing more. Copied (bf16 at an odd
-** offset) or converted or transposed: BLOCK_ROWS rows at a time into the
-** arena; then the piece's pages are let go (MADV_DONTNEED: the page cache
-** keeps them), so that the process holds the arena and what is used in
-** place, and no second copy of the file.
+** offset, a part not aligned to its element) or converted or transposed:
+** BLOCK_ROWS rows at a time into the arena; then the piece's pages are let
+** go (MADV_DONTNEED: the page cache keeps them), so that the process holds
+** the arena and what is used in place, and no second copy of the file.
+** Dequantized projections are the next pass's.
 */
 static void load_piece(void *ctx, int k)
 {
     const plan *p = ctx;
     const piece *pc = &p->pieces[k];
     const item *it = pc->it;
-    const size_t rows = (size_t)it->t->shape[0], cols = cols_of(it->t), rb = row_bytes(it);
-    if (populate_piece(p, (size_t)k) || it->in_place)
+    const size_t rows = it->rows, cols = it->cols, rb = row_bytes(it);
+    if (it->kind == ITEM_DEQUANT || populate_piece(p, (size_t)k) || it->in_place)
         return;
-    gm_bf16 *dst = dst_of(p, it);
+    uint8_t *dst = dst_of(p, it);
     const uint8_t *src = (const uint8_t *)it->data + pc->r0 * rb;
     if (read_straight(it)) {
-        memcpy(dst + pc->r0 * cols, src, (pc->r1 - pc->r0) * rb);
+        memcpy(dst + pc->r0 * rb, src, (pc->r1 - pc->r0) * rb);
     } else {
         for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
             const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
-            gm_convert_rows(dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
+            gm_convert_rows((gm_bf16 *)(void *)dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
         }
     }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -225,26 +390,59 @@ static void load_piece(void *ctx, int k)
 }
 
 /*
+** Task k, once every part is in place: a dequantized projection's piece,
+** rows [r0, r1) as it is held, whole: in its rule's natural form or in the
+** other (gm_dequant_rows_other), so that the piece fills its own rows and
+** no other; in panels, outputs [r0, r1), each panel the (in, out) form's
+** columns of its outputs, made by whichever of the two gives (in, out).
+*/
+static void dequant_piece(void *ctx, int k)
+{
+    const plan *p = ctx;
+    const piece *pc = &p->pieces[k];
+    const item *it = pc->it;
+    if (it->kind != ITEM_DEQUANT)
+        return;
+    gm_bf16 *dst = dst_of(p, it);
+    gm_status *err = &p->errors[k];
+    const gm_quant_config *q = p->quant;
+    int rc = 0;
+    if (it->panel) {
+        /* outputs [r0, r1), whole panels: each the (in, out) form's columns [n, n + w), all its rows, [in][w] */
+        const size_t P = (size_t)it->panel, in = it->qp.in, out = it->qp.out;
+        for (size_t n = pc->r0; n < pc->r1 && !rc; n += P) {
+            const size_t w = out - n < P ? out - n : P;
+            rc = it->transpose ? gm_dequant_rows_other(q, &it->qp, 0, in, n, n + w, dst + n * in, err)
+                               : gm_dequant_rows(q, &it->qp, 0, in, n, n + w, dst + n * in, err);
+        }
+    } else
+        rc = it->transpose ? gm_dequant_rows_other(q, &it->qp, pc->r0, pc->r1, 0, it->rows, dst + pc->r0 * it->rows, err)
+                           : gm_dequant_rows(q, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
+    if (rc == GM_ENOMEM) /* the rule's own failures name their tensor; this one, the projection */
+        gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
+}
+
+/*
 ** The kernel zeroes a fresh page when it is first touched. Where a tensor
-** is read straight in, or put into panels (a piece's rows are whole panels,
-** one run of the arena, written front to back), that is just before the
-** piece's writes fill it, while the zeroes are still in cache, as for any
-** copy. Where it is transposed, the writes scatter over the whole tensor
-** long after each page was zeroed, so those tensors (and the converted ones)
-** are touched up front instead (task k: piece k's, when it is its tensor's
-** first), zeroed in one stream (MADV_POPULATE_WRITE) rather than faulted in
-** under the transposes.
+** is written in the order of its rows (read straight in, converted, put
+** into panels: a piece's rows are whole panels, one run of the arena, written
+** front to back; or dequantized), that is just before the write fills it,
+** while the zeroes are still in cache, as for any copy. Where it is
+** transposed, the writes scatter over the whole tensor long after each page
+** was zeroed, so those tensors are touched up front instead (task k: piece
+** k's, when it is its tensor's first), zeroed in one stream
+** (MADV_POPULATE_WRITE) rather than faulted in under the transposes.
 */
 static void touch_tensor(void *ctx, int k)
 {
     const plan *p = ctx;
     const piece *pc = &p->pieces[k];
-    if (pc->r0 != 0 || read_straight(pc->it) || pc->it->to > 1)
+    if (pc->r0 != 0 || writes_in_order(pc->it))
         return;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const gm_bf16 *dst = dst_of(p, pc->it);
     const uintptr_t from = (uintptr_t)dst / page * page;
-    const uintptr_t to = (uintptr_t)(dst + (size_t)pc->it->t->shape[0] * cols_of(pc->it->t));
+    const uintptr_t to = (uintptr_t)(dst + pc->it->rows * pc->it->cols);
 #ifdef MADV_POPULATE_WRITE
     madvise((void *)from, to - from, MADV_POPULATE_WRITE); /* a hint: without it, pages fault in as written */
 #else
@@ -252,12 +450,33 @@ static void touch_tensor(void *ctx, int k)
 #endif
 }
 
-/* Run: every piece on the pool's threads, the touch pass first; the first failure is the load's. */
-static int run(plan *p, int threads, gm_status *st)
+/*
+** Run: every piece on the pool's threads: the touch pass, the file's
+** tensors, then (they read the parts the pass before placed) the
+** dequantized projections; the first failure is the load's.
+*/
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run(plan *p, gm_arena *arena, int threads, gm_status *st)
 {
     gm_pool *pool = gm_pool_new(threads);
     gm_pool_run(pool, (int)p->n_pieces, touch_tensor, p);
     gm_pool_run(pool, (int)p->n_pieces, load_piece, p);
+    int failed = 0, quantized = 0;
+    for (size_t k = 0; k < p->n_pieces; k++) {
+        failed |= p->errors[k].code != 0;
+        quantized |= p->pieces[k].it->kind == ITEM_DEQUANT;
+    }
+    if (!failed && quantized) {
+        const double t0 = seconds();
+        gm_pool_run(pool, (int)p->n_pieces, dequant_piece, p);
+        arena->dequant_seconds = seconds() - t0;
+    }
     gm_pool_free(pool);
     for (size_t k = 0; k < p->n_pieces && !st->code; k++)
         if (p->errors[k].code)
@@ -273,7 +492,7 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
     memset(lay->arena, 0, sizeof *lay->arena);
     if (st_model_open(&m, dir, st) == GM_OK && plan_load(&p, lay, specs, n_specs, m, dir, st) == GM_OK &&
         place(&p, lay->arena, st) == GM_OK)
-        run(&p, threads, st);
+        run(&p, lay->arena, threads, st);
     free(p.items);
     free(p.pieces);
     free(p.errors);
@@ -292,7 +511,7 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
     memset(lay->arena, 0, sizeof *lay->arena);
     for (size_t i = 0; i < n_specs; i++)
         for (int l = 0; l < (specs[i].per_layer ? lay->n_layers : 1); l++)
-            *field(lay, &specs[i], l) = NULL;
+            set_field(field(lay, &specs[i], l), NULL);
 }
 
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
@@ -302,12 +521,12 @@ const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spe
     char buf[256];
     for (size_t i = 0; i < n_specs; i++) {
         const int n = specs[i].per_layer ? lay->n_layers : 1;
-        for (int l = 0; l < n; l++) {
+        for (int l = 0; l < n && !specs[i].part; l++) {
             name_of(buf, sizeof buf, &specs[i], l);
             if (strcmp(buf, name) == 0) {
                 if (spec)
                     *spec = &specs[i];
-                return *field(lay, &specs[i], l);
+                return get_field(field(lay, &specs[i], l));
             }
         }
     }

@@ -20,6 +20,7 @@
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
 #define ST_SINGLE_NAME "model.safetensors"
+#define ST_Q4NX_NAME "model.q4nx" /* mlir-air's Q4NX bundle: one safetensors file by another name */
 #define ST_SUFFIX ".safetensors"
 #define ST_MAX_INDEX (64u << 20) /* an index is kilobytes; the cap bounds what a hostile one costs */
 
@@ -278,8 +279,8 @@ static int open_sharded(st_model *m, gm_status *st)
     if (path == NULL)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", m->dir);
     if (access(path, F_OK) != 0) {
-        gm_fail(st, GM_EMISSING, "%s: neither %s nor %s is present", m->dir, ST_SINGLE_NAME,
-                ST_INDEX_NAME);
+        gm_fail(st, GM_EMISSING, "%s: neither %s nor %s is present (nor a Q4NX bundle, %s)", m->dir,
+                ST_SINGLE_NAME, ST_INDEX_NAME, ST_Q4NX_NAME);
         goto out;
     }
     if (gm_read_file(path, ST_MAX_INDEX, &text, &len, st) ||
@@ -296,9 +297,9 @@ out:
     return st->code;
 }
 
-static int open_single(st_model *m, gm_status *st)
+static int open_single(st_model *m, const char *file, gm_status *st)
 {
-    char *name = strdup(ST_SINGLE_NAME);
+    char *name = strdup(file);
 
     if (name == NULL)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", m->dir);
@@ -311,21 +312,26 @@ static int open_single(st_model *m, gm_status *st)
 int st_model_open(st_model **out, const char *dir, gm_status *st)
 {
     st_model *m = NULL;
-    char *single = NULL;
+    char *single = NULL, *q4nx = NULL, *index = NULL;
 
     *out = NULL;
     gm_status_clear(st);
     if ((m = calloc(1, sizeof *m)) == NULL || (m->dir = strdup(dir)) == NULL ||
-        (single = join_path(dir, ST_SINGLE_NAME)) == NULL) {
+        (single = join_path(dir, ST_SINGLE_NAME)) == NULL || (q4nx = join_path(dir, ST_Q4NX_NAME)) == NULL ||
+        (index = join_path(dir, ST_INDEX_NAME)) == NULL) {
         gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
         goto out;
     }
     if (access(single, F_OK) == 0)
-        open_single(m, st);
+        open_single(m, ST_SINGLE_NAME, st);
+    else if (access(index, F_OK) != 0 && access(q4nx, F_OK) == 0)
+        open_single(m, ST_Q4NX_NAME, st);
     else
         open_sharded(m, st);
 out:
     free(single);
+    free(q4nx);
+    free(index);
     if (st->code != GM_OK)
         st_model_close(m);
     else
@@ -391,8 +397,7 @@ void st_model_close(st_model *m)
 /* ---------------------------------------------------------------------- */
 /* checks */
 
-static int check_load(const st_tensor *t, const char *file, int rank, const int64_t *shape,
-                      int transpose, gm_status *st)
+static int check_shape(const st_tensor *t, const char *file, int rank, const int64_t *shape, gm_status *st)
 {
     char found[160], want[160];
     int same = t->rank == rank;
@@ -403,6 +408,14 @@ static int check_load(const st_tensor *t, const char *file, int rank, const int6
         return gm_fail(st, GM_ESHAPE, "%s: tensor '%s' has shape %s, expected %s", file, t->name,
                        st_fmt_shape(found, sizeof found, t->rank, t->shape),
                        st_fmt_shape(want, sizeof want, rank < 0 ? 0 : rank, shape));
+    return GM_OK;
+}
+
+static int check_load(const st_tensor *t, const char *file, int rank, const int64_t *shape,
+                      int transpose, gm_status *st)
+{
+    if (check_shape(t, file, rank, shape, st))
+        return st->code;
     if (transpose && rank != 2)
         return gm_fail(st, GM_ESHAPE, "%s: tensor '%s' has rank %d, transposing needs rank 2",
                        file, t->name, rank);
@@ -412,8 +425,13 @@ static int check_load(const st_tensor *t, const char *file, int rank, const int6
     return GM_OK;
 }
 
-int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
-                   const st_tensor **out, gm_status *st)
+/*
+** Tensor `name` checked for its shape and either a float dtype it can be
+** loaded from (dtype < 0; rank 2 when it is to be transposed) or exactly
+** dtype; *out receives it.
+*/
+static int check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose, int dtype,
+                 const st_tensor **out, gm_status *st)
 {
     const char *file = NULL;
     const st_tensor *t;
@@ -421,10 +439,25 @@ int st_model_check(const st_model *m, const char *name, int rank, const int64_t 
     gm_status_clear(st);
     if ((t = st_model_find(m, name, &file)) == NULL)
         return gm_fail(st, GM_EMISSING, "%s: tensor '%s' is missing", m->dir, name);
-    if (check_load(t, file, rank, shape, transpose, st))
+    if (dtype < 0 ? check_load(t, file, rank, shape, transpose, st) : check_shape(t, file, rank, shape, st))
         return st->code;
+    if (dtype >= 0 && t->dtype != (st_dtype)dtype)
+        return gm_fail(st, GM_EDTYPE, "%s: tensor '%s' has dtype %s, expected %s", file, name,
+                       st_dtype_name(t->dtype), st_dtype_name((st_dtype)dtype));
     *out = t;
     return GM_OK;
+}
+
+int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
+                   const st_tensor **out, gm_status *st)
+{
+    return check(m, name, rank, shape, transpose, -1, out, st);
+}
+
+int st_model_check_as(const st_model *m, const char *name, int rank, const int64_t *shape, st_dtype dtype,
+                      const st_tensor **out, gm_status *st)
+{
+    return check(m, name, rank, shape, 0, (int)dtype, out, st);
 }
 
 st_source st_model_source(const st_model *m, const st_tensor *t)

@@ -14,6 +14,7 @@ enum {
     GM_CPU_AVX512 = 1u << 2,      /* AVX-512 F, BW and VL, with the ZMM and mask state enabled */
     GM_CPU_AVX512_BF16 = 1u << 3, /* VDPBF16PS and the bf16 conversions */
     GM_CPU_AMX_BF16 = 1u << 4,    /* AMX-TILE and AMX-BF16, with the tile data state granted to this process */
+    GM_CPU_F16C = 1u << 5,        /* VCVTPH2PS: IEEE half to float, with AVX2 */
 };
 
 /* The extensions this CPU has (GM_CPU_* bits). */

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* Contract between the runtime and generated code; bump on any change to it. */
-#define GM_RUNTIME_ABI 4
+#define GM_RUNTIME_ABI 5
 
 typedef enum gm_code {
     GM_OK = 0,

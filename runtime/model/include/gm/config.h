@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "gm/quant.h"
 #include "gm/status.h"
 
 #define GM_MAX_EOS 8
@@ -43,7 +44,8 @@ typedef struct gm_rope_scaling {
 ** (generator/lua_host.c). gm_config_parse reads config.json by its own code, field by field:
 ** the independent reading gate 3 needs, which these rules describe.
 **   kind   how the field is held and compared: INT; TOKEN, an id or -1; DOUBLE; BOOL; ROPE, a
-**          gm_rope_scaling; EOS, n_<field> ids in <field>[GM_MAX_EOS]; DTYPE, a gm_dtype; ARCH,
+**          gm_rope_scaling; EOS, n_<field> ids in <field>[GM_MAX_EOS]; DTYPE, a gm_dtype; QUANT, a
+**          gm_quant_config (gm/quant.h), compared field by field; ARCH,
 **          a bool that comes with architectures[0] (generator/lua/families.lua), not read from
 **          config.json: the caller sets it from the model's registry entry before comparing
 **   key    its config.json key (transformers 4.x); key5, the 5.x spelling, or NULL
@@ -68,7 +70,13 @@ typedef struct gm_rope_scaling {
     X(ARCH, qk_norm, NULL, NULL, "q and k get a per-head RMSNorm before RoPE")                           \
     X(TOKEN, bos_token_id, "bos_token_id", NULL, "beginning-of-sequence id (absent or null: -1)")        \
     X(EOS, eos_token_ids, "eos_token_id", NULL, "end-of-sequence ids, an int or a list (absent, null or []: none)") \
-    X(DTYPE, dtype, "torch_dtype", "dtype", "\"bfloat16\", \"float16\" or \"float32\" (absent or null: none); both present must agree")
+    X(DTYPE, dtype, "torch_dtype", "dtype", "\"bfloat16\", \"float16\" or \"float32\" (absent or null: none); both present must agree") \
+    X(QUANT, quant, "quantization_config", NULL,                                                         \
+      "quant_method \"awq\" (bits 4, group_size, zero_point true, version \"gemm\"), \"gptq\" (bits 4, "          \
+      "group_size, sym, desc_act, checkpoint_format \"gptq\" or \"gptq_v2\") or \"fp8\" (fmt \"e4m3\", "            \
+      "activation_scheme \"dynamic\", weight_block_size [block_out, group_size]), absent keys as transformers "  \
+      "defaults them; absent or null: none. A Q4NX bundle says it by its file, model.q4nx, not config.json: "  \
+      "the caller sets it (gm_quant_q4nx())")
 
 /* Each field's index: GM_CONFIG_n_layers, ..., and how many there are. */
 enum {
@@ -86,6 +94,7 @@ enum {
 #define GM_CONFIG_MEMBER_ROPE(f) gm_rope_scaling f;
 #define GM_CONFIG_MEMBER_EOS(f) int n_##f; int f[GM_MAX_EOS];
 #define GM_CONFIG_MEMBER_DTYPE(f) gm_dtype f;
+#define GM_CONFIG_MEMBER_QUANT(f) gm_quant_config f;
 
 typedef struct gm_config {
 #define GM_CONFIG_MEMBER(kind, field, key, key5, rule) GM_CONFIG_MEMBER_##kind(field)

@@ -17,6 +17,17 @@
 ** all threads from the mappings by the kernels' load-time routines, each
 ** piece's file pages let go once it is placed (the page cache keeps them),
 ** so that the process never holds the file twice.
+**
+** A quantized checkpoint's projection (gm/quant.h) is a spec with `quant`
+** set, followed in the table by the specs of its parts. Each part is held
+** where the file holds it (copied only when its data is not aligned to its
+** element), the NPU pipeline's input, and stays mapped and in memory; the
+** projection's bf16 field is dequantized from the parts into the arena, in
+** the form asked for: row by row in the format's natural form, or, into the
+** other, a block of the rule's columns a task (gm_dequant_rows_other: AWQ's
+** straight from its words, the others' through the kernels' transposes),
+** each task filling rows of its own; in panels, whole panels a task, each
+** the (in, out) form's columns of its outputs.
 */
 #ifndef GM_WEIGHTS_H
 #define GM_WEIGHTS_H
@@ -26,16 +37,20 @@
 
 #include "gm/bf16.h"
 #include "gm/kernels.h"
+#include "gm/quant.h"
 #include "gm/safetensors.h"
 #include "gm/status.h"
 
 typedef struct gm_tensor_spec {
     const char *hf_name; /* per-layer names hold one %d for the layer index */
     int per_layer;       /* 1: a field of LayerWeights, 0: of Weights */
-    size_t offset;       /* offsetof the gm_bf16 * field */
+    size_t offset;       /* offsetof the field: a gm_bf16 *, or for a part a const pointer of its dtype */
     int rank;            /* 1 or 2 */
-    int64_t shape[2];    /* as HF stores it: (out, in) for projections */
+    int64_t shape[2];    /* as HF stores it: (out, in) for projections; a part's as the file holds it */
     int transpose;       /* 1: a projection, held as (in, out) when loaded in GM_W_KN (row-major) or a panel form */
+    int quant;           /* a projection dequantized from the parts that follow it: its gm_quant_method; else 0 */
+    int part;            /* a part of the projection before it: its number in its format (gm/quant.h); else 0 */
+    int dtype;           /* a part: the st_dtype the file holds it in */
 } gm_tensor_spec;
 
 /* The memory every loaded tensor of a model lives in: the arena, and the files mapped. */
@@ -43,6 +58,7 @@ typedef struct gm_arena {
     void *base;
     size_t size;
     st_model *files;
+    double dequant_seconds; /* the load's dequantization pass, wall clock (0: nothing quantized) */
 } gm_arena;
 
 /*
@@ -57,6 +73,7 @@ typedef struct gm_weights_layout {
     int n_layers;
     gm_arena *arena;
     gm_wform form;
+    const gm_quant_config *quant; /* the checkpoint's quantization, for the specs with `quant` set; NULL: none */
 } gm_weights_layout;
 
 /*
@@ -86,7 +103,9 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 ** The buffer the loader filled for HF tensor `name` ("model.layers.3.mlp.up_proj.weight"),
 ** and its spec in *spec; NULL when no spec matches. When spec->transpose is
 ** set it is held as lay->form says: transposed, (in, out), in GM_W_KN; in
-** panels of that transposed matrix in GM_W_PANEL16 and GM_W_PANEL32.
+** panels of that transposed matrix in GM_W_PANEL16 and GM_W_PANEL32. A
+** quantized projection is found by its `.weight` name, its dequantized
+** bf16; its parts are not bf16 and are not found here (their fields are typed).
 */
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                                size_t n_specs, const char *name,

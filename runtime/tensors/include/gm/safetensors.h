@@ -88,7 +88,8 @@ typedef struct st_model st_model;
 
 /*
 ** Open the model in folder dir: model.safetensors if present, otherwise
-** model.safetensors.index.json and every shard its weight_map names. Each
+** model.safetensors.index.json and every shard its weight_map names, or,
+** without either, model.q4nx (mlir-air's Q4NX bundle, a safetensors file). Each
 ** file is opened, memory-mapped read-only and validated in full (its size
 ** must equal 8 + N + data); it stays open until st_model_close. Every tensor in weight_map must be in the shard it names and
 ** every tensor of a shard must be in weight_map.
@@ -110,6 +111,14 @@ size_t st_model_n_tensors(const st_model *m);
 */
 int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                    const st_tensor **t, gm_status *st);
+
+/*
+** The same for a tensor kept as the file holds it (a quantized checkpoint's
+** packed weights, scales, zero points): exactly `rank` dims equal to shape
+** and exactly dtype `dtype`.
+*/
+int st_model_check_as(const st_model *m, const char *name, int rank, const int64_t *shape, st_dtype dtype,
+                      const st_tensor **t, gm_status *st);
 
 /*
 ** Where a tensor's bytes are: the file's descriptor, open until

@@ -642,9 +642,9 @@ int main(int argc, char **argv)
                 printf("load (AWQ), %s tier (W %s): %.3f s; the bf16 file of the same shapes, %.2f GB, read once into "
                        "fresh memory: %.3f s; ratio %.2f (target <= 1.0); of the load, dequantizing every projection "
                        "%.3f s, %.2fx the AWQ file's %.2f GB read once (%.3f s)\n", tn[ti],
-                       form_text(form, sizeof form, wf), median(load, turns), file_size / 1e9, median(copy, turns),
-                       median(lratio, turns), median(deq, turns), median(dratio, turns), awq_size / 1e9,
-                       median(qcopy, turns));
+                       wf == GM_W_NK ? "(out, in)" : wf == GM_W_KN ? "(in, out)" : form_text(form, sizeof form, wf),
+                       median(load, turns), file_size / 1e9, median(copy, turns), median(lratio, turns), median(deq, turns),
+                       median(dratio, turns), awq_size / 1e9, median(qcopy, turns));
                 printf("load peak RSS (AWQ), %s tier: %.2f GB, %.2fx the bf16 weights it makes, %.2fx the AWQ file "
                        "(it keeps the packed tensors, used in place)\n", tn[ti], median(rss, turns) / 1e9,
                        median(rss, turns) / file_size, median(rss, turns) / awq_size);

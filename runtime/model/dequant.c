@@ -310,11 +310,63 @@ __attribute__((target("avx2"))) static void block_avx2(gm_bf16 *d, size_t ld, co
     }
 }
 
+/* Sixteen f32 to bf16 (nearest even, NaN 0x7FC0), in order: round8_bf16 at 16 lanes. */
+__attribute__((target("avx512f,avx512bw"))) static inline __m256i bf16x16_512(__m512 f)
+{
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0)));
+}
+
+/* block_avx2 with each row's 32 values in two 16-lane vectors: the same words, arithmetic and bits */
+__attribute__((target("avx2,avx512f,avx512bw"))) static void block_avx512(gm_bf16 *d, size_t ld, const uint32_t *w,
+                                                                           size_t W, const int32_t *z, const float *s,
+                                                                           size_t R, size_t I)
+{
+    if (I != 32 || R % 8 || R > 64) {
+        block_plain(d, ld, w, W, z, s, R, I);
+        return;
+    }
+    const __m512i mask = _mm512_set1_epi32(15);
+    const int aligned = (((uintptr_t)d | ld * 2) % 64) == 0;
+    __m256i words[4][8];
+    __m512i wide[2][8];
+    for (int v = 0; v < 4; v++) /* inputs 8v..8v+7 */
+        transpose8x8_words(words[v], w + 8 * v * W, W);
+    for (int h = 0; h < 2; h++) /* inputs 16h..16h+15 */
+        for (int j = 0; j < 8; j++)
+            wide[h][j] = _mm512_inserti64x4(_mm512_castsi256_si512(words[2 * h][j]), words[2 * h + 1][j], 1);
+    for (size_t r = 0; r < R; r++) {
+        const __m512i zr = _mm512_set1_epi32(z[r]);
+        const __m512 sr = _mm512_set1_ps(s[r]);
+        __m256i b[2];
+        for (int h = 0; h < 2; h++)
+            b[h] = bf16x16_512(_mm512_mul_ps(
+                _mm512_cvtepi32_ps(_mm512_sub_epi32(
+                    _mm512_and_si512(_mm512_srli_epi32(wide[h][r / 8], awq_shift[r % 8]), mask), zr)),
+                sr));
+        const __m512i row = _mm512_inserti64x4(_mm512_castsi256_si512(b[0]), b[1], 1);
+        if (aligned)
+            _mm512_stream_si512((void *)(d + r * ld), row);
+        else
+            _mm512_storeu_si512((void *)(d + r * ld), row);
+    }
+}
+
 static int vector_code(void) { return gm_cpu_features() & GM_CPU_AVX2 && strcmp(gm_kernels_name(), "portable") != 0; }
 
 /* AVX2 where the CPU has it, unless the portable kernel tier runs (GM_ISA=portable: no vector code anywhere). */
 static row_fn *row_4bit(void) { return vector_code() ? row_avx2 : row_plain; }
-static block_fn *block_4bit(void) { return vector_code() ? block_avx2 : block_plain; }
+static block_fn *block_4bit(void)
+{
+    if (!vector_code())
+        return block_plain;
+    /* 16 lanes where the CPU has them and the running kernel tier is allowed them (not GM_ISA=avx2) */
+    return gm_cpu_features() & GM_CPU_AVX512 && strcmp(gm_kernels_name(), "avx2") != 0 ? block_avx512 : block_avx2;
+}
 static void fence(void)
 {
     if (vector_code())

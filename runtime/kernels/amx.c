@@ -65,15 +65,11 @@ static size_t TIER(nk_packed)(int T, int K)
 }
 
 /*
-** Token blocks [t0 / 16, ..) up to t1 of X into Xp: row r of tile (tb, s)
-** holds, for each of its tokens t, the pair (X[t][k], X[t][k + 1]), k = 32 s +
-** 2 r, low half first; zeros past K and past T. -1 when a value of X is not
-** a bf16 value (its low 16 bits set).
-*/
-/*
 ** Token blocks [t0 / 16, ..) up to t1 of X (T rows, ld floats apart, K
-** values each) into Xp as nk_pack lays it out, nt tokens a tile; -1 when a
-** value is not a bf16 value.
+** values each) into Xp, nt tokens a tile: row r of tile (tb, s) holds, for
+** each of its tokens t, the pair (X[t][k], X[t][k + 1]), k = 32 s + 2 r, low
+** half first; zeros past K and past T. -1 when a value of X is not a bf16
+** value (its low 16 bits set).
 */
 static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, int t0, int t1)
 {
@@ -457,8 +453,9 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
         for (int c = 0; c < acols; c += 32) {
             const int n0 = i < rows ? (cols - c < 0 ? 0 : cols - c < 16 ? cols - c : 16) : 0;
             const int n1 = i < rows ? (cols - c - 16 < 0 ? 0 : cols - c - 16 < 16 ? cols - c - 16 : 16) : 0;
-            const __m512i a = _mm512_maskz_loadu_epi32((__mmask16)((1u << n0) - 1), X + (long)i * ld + c);
-            const __m512i b = _mm512_maskz_loadu_epi32((__mmask16)((1u << n1) - 1), X + (long)i * ld + c + 16);
+            const float *x = n0 ? X + (long)i * ld + c : X; /* past the last row or column: nothing is read */
+            const __m512i a = _mm512_maskz_loadu_epi32((__mmask16)((1u << n0) - 1), x);
+            const __m512i b = _mm512_maskz_loadu_epi32((__mmask16)((1u << n1) - 1), n1 ? x + 16 : X);
             low = _mm512_or_si512(low, _mm512_or_si512(a, b));
             _mm512_storeu_si512((void *)(A + (long)i * acols + c), _mm512_permutex2var_epi16(a, hi, b));
         }
@@ -494,8 +491,10 @@ static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
             const int j = 32 * s + 2 * r;
             for (int c = 0; c < 16 * dc; c += 16) {
                 const __mmask16 m = (__mmask16)((1u << (d - c < 16 ? d - c : 16)) - 1);
-                const __m512i lo = _mm512_maskz_loadu_epi32(j < nk ? m : 0, V + (long)j * ld + c);
-                const __m512i h = _mm512_maskz_loadu_epi32(j + 1 < nk ? m : 0, V + (long)(j + 1) * ld + c);
+                /* a key past the last: nothing is read (its pointer is V's own) */
+                const __m512i lo = _mm512_maskz_loadu_epi32(j < nk ? m : 0, j < nk ? V + (long)j * ld + c : V);
+                const __m512i h =
+                    _mm512_maskz_loadu_epi32(j + 1 < nk ? m : 0, j + 1 < nk ? V + (long)(j + 1) * ld + c : V);
                 low = _mm512_or_si512(low, _mm512_or_si512(lo, h));
                 _mm512_store_si512((void *)(Vp + ((long)s * dc + c / 16) * 256 + r * 16),
                                    _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(h, top)));

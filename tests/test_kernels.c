@@ -13,6 +13,7 @@
 
 #include "gm/bf16.h"
 #include "gm/kernels.h"
+#include "tiers.h"
 #include "gm/pool.h"
 #include "kernels_impl.h"
 
@@ -23,19 +24,7 @@ static float rnd(void)
     return (float)((seed >> 9) & 0xFFFF) / 32768.0f - 1.0f;
 }
 
-/*
-** The tiers this CPU runs, each selected in turn: for (const char *const *t = gm_kernels_tiers(); *t; t++) if
-** (use(*t)) ... ; a tier it lacks is logged as not available, never run. done() restores the automatic choice.
-*/
-static int use(const char *tier)
-{
-    if (gm_kernels_select(tier) == 0)
-        return 1;
-    cr_log_info("%s: not available on this CPU", tier);
-    return 0;
-}
-static void done(void) { gm_kernels_select(NULL); }
-#define EACH_TIER(t) for (const char *const *t##_ = gm_kernels_tiers(), *t; (t = *t##_) != NULL; t##_++) if (use(t))
+static void done(void) { gm_kernels_select(NULL); } /* the automatic choice again, after EACH_TIER (tiers.h) */
 
 /*
 ** W[K][N] (in, out) as the given form lays it out, written here from the

@@ -18,6 +18,7 @@
 #include "gm/kernels.h"
 #include "gm/registry.h"
 #include "gm/rope.h"
+#include "tiers.h"
 #include "util.h"
 
 /* The architecture named by a config.json: architectures[0]. */
@@ -204,19 +205,17 @@ Test(models, the_registry_loads_in_the_form_the_running_tier_reads)
     const gm_model_entry *e = gm_golden_models[0];
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/golden/%s", GM_SHARED_DIR, e->id);
-    for (const char *const *t = gm_kernels_tiers(); *t; t++) {
-        if (gm_kernels_select(*t) != 0)
-            continue;
+    EACH_TIER(t) {
         void *w = calloc(1, e->weights_size);
         gm_status st = {0};
         cr_assert_eq(e->load(w, dir, &st), 0, "%s", st.msg);
         rt_layer *layers = calloc((size_t)e->n_layers, sizeof *layers);
         rt_model m;
         e->view(w, layers, &m);
-        cr_assert_eq(m.wform, gm_kernels_info(*t)->wform, "%s: loaded in form %d", *t, m.wform);
+        cr_assert_eq(m.wform, gm_kernels_info(t)->wform, "%s: loaded in form %d", t, m.wform);
         /* the AMX tiers read HF's (out, in) in place; the FMA tiers panels as wide as their register tiles */
-        const gm_wform want = !strncmp(*t, "amx", 3) ? GM_W_NK : !strncmp(*t, "avx512", 6) ? GM_W_PANEL32 : GM_W_PANEL16;
-        cr_assert_eq(m.wform, want, "%s: loaded in form %d, expected %d", *t, m.wform, want);
+        const gm_wform want = !strncmp(t, "amx", 3) ? GM_W_NK : !strncmp(t, "avx512", 6) ? GM_W_PANEL32 : GM_W_PANEL16;
+        cr_assert_eq(m.wform, want, "%s: loaded in form %d, expected %d", t, m.wform, want);
         e->free(w);
         free(w);
         free(layers);

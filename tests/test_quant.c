@@ -24,6 +24,7 @@
 #include "gm/npy.h"
 #include "gm/registry.h"
 #include "gm/safetensors.h"
+#include "tiers.h"
 #include "util.h"
 
 extern const gm_model_entry *const gm_quant_models[];
@@ -83,12 +84,10 @@ Test(quant, the_loader_dequantizes_every_projection_as_numpy_does_bit_for_bit_in
         const int want = 7 * c.n_layers + (!strcmp(e->id, "gptq_llama") ? 1 : 0); /* its LM head is quantized too */
         /* every tier the CPU has: the rules' vector code (AVX-512 or AVX2) as the tier allows; portable's one value
            at a time */
-        for (const char *const *t = gm_kernels_tiers(); *t; t++) {
-            if (gm_kernels_select(*t) != 0)
-                continue;
+        EACH_TIER(t) {
             for (int form = 0; form < GM_W_FORMS; form++) /* (in, out), (out, in), and (in, out) in either panels */
-                cr_assert_eq(compare_expected(e, (gm_wform)form), want, "%s, form %d: projections compared", e->id,
-                             form);
+                cr_assert_eq(compare_expected(e, (gm_wform)form), want, "%s, %s, form %d: projections compared", e->id,
+                             t, form);
         }
         models++;
     }
@@ -392,11 +391,10 @@ Test(quant, a_block_of_either_form_dequantizes_as_the_whole_rows_do)
     const q4nx_llama3_LayerWeights *xl = &x->layers[1];
     const gm_quant_parts xp = {{xl->w_down_q4nx, NULL, NULL, NULL}, GM_SRC_BF16, 96, 224, NULL};
     assert_block("q4nx", &x->config.quant, &xp, 96, 224, 0, 31, 65, 20, 101);
-    /* the other form, on every tier's code (AWQ's in 16 lanes, 8 or one value at a time): AWQ's straight from its words (inputs cut inside a group and off the
-       eight a vector takes, outputs past a strip of 128), the others' transposed */
-    for (const char *const *t = gm_kernels_tiers(); *t; t++) {
-        if (gm_kernels_select(*t) != 0)
-            continue;
+    /* the other form, on every tier's code (AWQ's in 16 lanes, 8 or one value at a time): AWQ's straight from its
+       words (inputs cut inside a group and off the eight a vector takes, outputs past a strip of 128), the others'
+       transposed */
+    EACH_TIER(t) {
         assert_block("awq", &a->config.quant, &ap, 96, 224, 1, 8, 200, 5, 91);
         assert_block("awq", &a->config.quant, &ap, 96, 224, 1, 0, 224, 0, 96);
         assert_block("gptq", &g->config.quant, &gp, 176, 64, 1, 16, 64, 3, 170);

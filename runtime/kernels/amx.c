@@ -270,33 +270,23 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
 #endif
 
 /*
-** A stripe's four C tiles (A0 and A1 by the first and the second token
-** block, as far as the stripe and the tokens reach) to Y from the stage,
-** or from Y into it.
+** A stripe's four C tiles to Y from the stage (to_y), or from Y into it:
+** tile i is A0 or A1 (i % 2: outputs n.., v0 of them, or m.., v1) by the
+** first or the second token block (i / 2: c0 or c1 tokens), as far as the
+** stripe and the tokens reach.
 */
-static void stripe_out(float (*c)[256], const gm_out *o0, const gm_out *o1, int t, int c0, int c1, int n, int m, int v0,
-                       int v1)
+static void stripe_move(float (*c)[256], const gm_out *o0, const gm_out *o1, int t, int c0, int c1, int n, int m,
+                        int v0, int v1, int to_y)
 {
-    c_out(c[0], o0, t, c0, n, v0);
-    if (v1)
-        c_out(c[1], o1, t, c0, m, v1);
-    if (c1) {
-        c_out(c[2], o0, t + 16, c1, n, v0);
-        if (v1)
-            c_out(c[3], o1, t + 16, c1, m, v1);
-    }
-}
-
-static void stripe_in(float (*c)[256], const gm_out *o0, const gm_out *o1, int t, int c0, int c1, int n, int m, int v0,
-                      int v1)
-{
-    c_in(c[0], o0, t, c0, n, v0);
-    if (v1)
-        c_in(c[1], o1, t, c0, m, v1);
-    if (c1) {
-        c_in(c[2], o0, t + 16, c1, n, v0);
-        if (v1)
-            c_in(c[3], o1, t + 16, c1, m, v1);
+    for (int i = 0; i < 4; i++) {
+        const gm_out *o = i % 2 ? o1 : o0;
+        const int ti = t + 16 * (i / 2), cols = i / 2 ? c1 : c0, first = i % 2 ? m : n, rows = i % 2 ? v1 : v0;
+        if (!cols || !rows)
+            continue;
+        if (to_y)
+            c_out(c[i], o, ti, cols, first, rows);
+        else
+            c_in(c[i], o, ti, cols, first, rows);
     }
 }
 
@@ -350,7 +340,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
                 if (!first)
                     for (int i = 0; i < ns; i++) {
                         STRIPE(i, n, m, v0, v1);
-                        stripe_in(stage[i], o0, o1, t, c0, c1, n, m, v0, v1);
+                        stripe_move(stage[i], o0, o1, t, c0, c1, n, m, v0, v1, 0);
                     }
                 for (int i = 0; i < ns; i++) {
                     STRIPE(i, n, m, v0, v1);
@@ -414,7 +404,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
                 }
                 for (int i = 0; i < ns; i++) {
                     STRIPE(i, n, m, v0, v1);
-                    stripe_out(stage[i], o0, o1, t, c0, c1, n, m, v0, v1);
+                    stripe_move(stage[i], o0, o1, t, c0, c1, n, m, v0, v1, 1);
                 }
 #undef STRIPE
             }

@@ -119,6 +119,17 @@ static inline void transpose16(__m512i r[16])
     }
 }
 
+/* The bf16 parts of 32 floats (a the first 16, b the next) in order: each float's high half, one permute */
+static inline __m512i high_halves(__m512i a, __m512i b)
+{
+    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                        23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(a, hi, b);
+}
+
+/* Whether a float or'ed into low had bits below its bf16 part: it was not a bf16 value */
+static inline int has_low_bits(__m512i low) { return _mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) != 0; }
+
 /*
 ** A whole tile: 16 tokens by 32 values of k. Each token's 32 values become
 ** its 16 pairs (the high halves of the floats, in order: one permute), and
@@ -127,14 +138,12 @@ static inline void transpose16(__m512i r[16])
 */
 static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low)
 {
-    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
-                                        23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512i r[16];
     for (int j = 0; j < 16; j++) {
         const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
         const __m512i b = _mm512_loadu_si512((const void *)(x + j * ldx + 16));
         *low = _mm512_or_si512(*low, _mm512_or_si512(a, b));
-        r[j] = _mm512_permutex2var_epi16(a, hi, b);
+        r[j] = high_halves(a, b);
     }
     transpose16(r);
     for (int i = 0; i < 16; i++)
@@ -159,7 +168,7 @@ static int pack_b(void *Xp, const float *X, long ld, int T, int K, int nt, int t
         for (; t0 + 16 <= t1 && t0 + 16 <= T; t0 += 16)
             for (int s = 0; s < K / 32; s++)
                 pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * ld + 32 * s, ld, &low);
-        inexact = (uint32_t)_mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) != 0;
+        inexact = (uint32_t)has_low_bits(low);
         if (K % 32)
             for (int t = start; t < t0; t++) /* the k tail of the blocks above */
                 for (int k = K / 32 * 32; k < 32 * steps; k += 2) {
@@ -436,8 +445,6 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
     const int arows = (rows + 15) / 16 * 16;
 #ifndef GM_TILE_MODEL
     /* 32 values a step, each float's high half (one permute), zeros past cols (acols is a multiple of 32) */
-    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
-                                        23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512i low = _mm512_setzero_si512();
     for (int i = 0; i < arows; i++)
         for (int c = 0; c < acols; c += 32) {
@@ -447,9 +454,9 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
             const __m512i a = _mm512_maskz_loadu_epi32((__mmask16)((1u << n0) - 1), x);
             const __m512i b = _mm512_maskz_loadu_epi32((__mmask16)((1u << n1) - 1), n1 ? x + 16 : X);
             low = _mm512_or_si512(low, _mm512_or_si512(a, b));
-            _mm512_storeu_si512((void *)(A + (long)i * acols + c), _mm512_permutex2var_epi16(a, hi, b));
+            _mm512_storeu_si512((void *)(A + (long)i * acols + c), high_halves(a, b));
         }
-    return _mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) ? -1 : 0;
+    return has_low_bits(low) ? -1 : 0;
 #else
     uint32_t low = 0;
     for (int i = 0; i < arows; i++) {
@@ -490,7 +497,7 @@ static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
                                    _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_and_si512(h, top)));
             }
         }
-    return _mm512_test_epi16_mask(low, _mm512_set1_epi32(0xFFFF)) ? -1 : 0;
+    return has_low_bits(low) ? -1 : 0;
 #else
     uint32_t low = 0;
     for (int s = 0; s < ks; s++)

@@ -179,6 +179,78 @@ __attribute__((target("avx2,fma,f16c"))) static void convert_avx2(gm_bf16 *dst, 
     gm_convert_portable(dst + i, s + i * es, n - i, type);
 }
 
+/* Eight f32 to bf16 (vf_round_bf16), each in the low half of its 32-bit lane. */
+static inline __m256i bf16_lanes(__m256 f) { return _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16); }
+
+/*
+** 4-bit dequantization, eight values at a time with the portable code's
+** arithmetic lane by lane: rows eight outputs a step; the block (AWQ in
+** the other form) 32 inputs of 64 outputs at a time, the words of the 32
+** input rows of eight word columns read along and transposed in registers,
+** each output's 32 values a cache line, streamed past the cache where it
+** is aligned. The rest portable.
+*/
+static void dequant4_row_avx2(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                              const float *s, size_t N)
+{
+    const __m256i mask = _mm256_set1_epi32(15);
+    size_t n = 0;
+    for (; n + 8 <= N; n += 8) {
+        __m256i q;
+        if (sh)
+            q = _mm256_srlv_epi32(_mm256_set1_epi32((int)w[n / 8]), _mm256_loadu_si256((const __m256i *)(const void *)sh));
+        else
+            q = _mm256_srl_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + n)), _mm_cvtsi32_si128((int)shift));
+        q = _mm256_sub_epi32(_mm256_and_si256(q, mask), _mm256_loadu_si256((const __m256i *)(const void *)(z + n)));
+        const __m256i b = bf16_lanes(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(s + n)));
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
+        _mm_storeu_si128((__m128i *)(void *)(d + n), _mm256_castsi256_si128(packed));
+    }
+    if (n < N) /* a row not a multiple of 8 (GPTQ's outputs always are; this is for a hand-made table) */
+        gm_dequant4_row_portable(d + n, sh ? w + n / 8 : w + n, sh, shift, z + n, s + n, N - n);
+}
+
+/* Rows [0, 8) of src (each 8 words, ls apart) as columns: o[j] holds word j of each row. */
+static inline void transpose8x8_words(__m256i o[8], const uint32_t *src, size_t ls)
+{
+    __m256 r[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i * ls)));
+    v8_transpose8_regs(r);
+    for (int j = 0; j < 8; j++)
+        o[j] = _mm256_castps_si256(r[j]);
+}
+
+static void dequant4_block_avx2(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh,
+                                const int32_t *z, const float *s, size_t R, size_t I)
+{
+    if (I != 32 || R != 64) { /* (64 outputs: the eight word columns the transposes read are there) */
+        gm_dequant4_block_portable(d, ld, w, W, sh, z, s, R, I);
+        return;
+    }
+    const __m256i mask = _mm256_set1_epi32(15);
+    const int aligned = (((uintptr_t)d | ld * 2) % 32) == 0;
+    __m256i words[4][8];
+    for (int v = 0; v < 4; v++) /* inputs 8v..8v+7 */
+        transpose8x8_words(words[v], w + 8 * v * W, W);
+    for (size_t r = 0; r < R; r++) {
+        const __m256i zr = _mm256_set1_epi32(z[r]);
+        const __m256 sr = _mm256_set1_ps(s[r]);
+        __m256i b[4];
+        for (int v = 0; v < 4; v++)
+            b[v] = bf16_lanes(_mm256_mul_ps(
+                _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(words[v][r / 8], (int)sh[r % 8]), mask), zr)),
+                sr));
+        const __m256i lo = _mm256_permute4x64_epi64(_mm256_packus_epi32(b[0], b[1]), 0xD8);
+        const __m256i hi = _mm256_permute4x64_epi64(_mm256_packus_epi32(b[2], b[3]), 0xD8);
+        __m256i *o = (__m256i *)(void *)(d + r * ld);
+        if (aligned)
+            _mm256_stream_si256(o, lo), _mm256_stream_si256(o + 1, hi);
+        else
+            _mm256_storeu_si256(o, lo), _mm256_storeu_si256(o + 1, hi);
+    }
+}
+
 const gm_tier gm_tier_avx2 = {
     .name = "avx2",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
@@ -197,6 +269,8 @@ const gm_tier gm_tier_avx2 = {
     .transpose = transpose_avx2,
     .panels = panels_avx2,
     .convert = convert_avx2,
+    .dequant4_row = dequant4_row_avx2,
+    .dequant4_block = dequant4_block_avx2,
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
     .exp_sum = exp_sum_avx2,

@@ -36,6 +36,51 @@
 #include "vec_kernels.h"
 #include "vec_steps.h"
 
+#ifndef GM_V16_MODEL
+/*
+** AWQ in the other form, as the AVX2 tier's block does it, each output's 32
+** values two vectors of 16 lanes: the same words, arithmetic and bits. (The
+** model takes the AVX2 tier's block, which gives the same bits.)
+*/
+static void dequant4_block_avx512(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh,
+                                  const int32_t *z, const float *s, size_t R, size_t I)
+{
+    if (I != 32 || R != 64) { /* (64 outputs: the eight word columns the transposes read are there) */
+        gm_dequant4_block_portable(d, ld, w, W, sh, z, s, R, I);
+        return;
+    }
+    const __m512i mask = _mm512_set1_epi32(15);
+    const int aligned = (((uintptr_t)d | ld * 2) % 64) == 0;
+    __m512i wide[2][8]; /* wide[h][j]: word column j of inputs 16h..16h+15 */
+    for (int h = 0; h < 2; h++) {
+        __m256 lo[8], hi[8];
+        for (int i = 0; i < 8; i++) {
+            lo[i] = _mm256_loadu_ps((const float *)(const void *)(w + (16 * h + i) * W));
+            hi[i] = _mm256_loadu_ps((const float *)(const void *)(w + (16 * h + 8 + i) * W));
+        }
+        v8_transpose8_regs(lo), v8_transpose8_regs(hi);
+        for (int j = 0; j < 8; j++)
+            wide[h][j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(lo[j])),
+                                            _mm256_castps_si256(hi[j]), 1);
+    }
+    for (size_t r = 0; r < R; r++) {
+        const __m512i zr = _mm512_set1_epi32(z[r]);
+        const __m512 sr = _mm512_set1_ps(s[r]);
+        __m256i b[2];
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_and_si512(_mm512_srli_epi32(wide[h][r / 8], sh[r % 8]), mask);
+            const v16 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q, zr)), sr);
+            b[h] = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(vf_round_bf16(f)), 16));
+        }
+        const __m512i row = _mm512_inserti64x4(_mm512_castsi256_si512(b[0]), b[1], 1);
+        if (aligned)
+            _mm512_stream_si512((void *)(d + r * ld), row);
+        else
+            _mm512_storeu_si512((void *)(d + r * ld), row);
+    }
+}
+#endif
+
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_V16_MODEL
     .name = "avx512-model",
@@ -48,7 +93,7 @@ const gm_tier TIER(gm_tier) = {
 #endif
     .wform = GM_W_PANEL32,
     .lanes = 16,
-    .base = &gm_tier_avx2, /* the transposes and conversions */
+    .base = &gm_tier_avx2, /* the transposes, conversions and 4-bit rows */
     .band = TIER(band),
     .panel_unit = NC,
     .gemv = TIER(gemv),
@@ -62,4 +107,7 @@ const gm_tier TIER(gm_tier) = {
     .attn_scores = TIER(attn_scores),
     .attn_values = TIER(attn_values),
     .exp_sum = TIER(exp_sum),
+#ifndef GM_V16_MODEL
+    .dequant4_block = dequant4_block_avx512,
+#endif
 };

@@ -43,7 +43,7 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(dot), FROM_BASE(dot_rows);
     FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
-    FROM_BASE(panels), FROM_BASE(convert);
+    FROM_BASE(panels), FROM_BASE(convert), FROM_BASE(dequant4_row), FROM_BASE(dequant4_block);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
     FROM_BASE(exp_sum);
 #undef FROM_BASE
@@ -484,6 +484,25 @@ void gm_swiglu(float *g, const float *u, int n, int round) { tier()->swiglu(g, u
 
 /* ---------------------------------------------------------------------- */
 /* load time */
+
+void gm_dequant4_row(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                     const float *s, size_t N)
+{
+    tier()->dequant4_row(d, w, sh, shift, z, s, N);
+}
+
+void gm_dequant4_block(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh, const int32_t *z,
+                       const float *s, size_t R, size_t I)
+{
+    tier()->dequant4_block(d, ld, w, W, sh, z, s, R, I);
+}
+
+void gm_stream_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_sfence();
+#endif
+}
 
 static size_t src_size(gm_src_type type) { return type == GM_SRC_F32 ? 4 : 2; }
 

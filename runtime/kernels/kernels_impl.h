@@ -129,6 +129,12 @@ typedef struct gm_tier {
     /* n values of src, of the given type, to bf16 at dst: gm_convert_portable's bits */
     void (*convert)(gm_bf16 *dst, const void *src, size_t n, gm_src_type type);
 
+    /* gm_dequant4_row and gm_dequant4_block (gm/kernels.h): gm_dequant4_*_portable's bits */
+    void (*dequant4_row)(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                         const float *s, size_t N);
+    void (*dequant4_block)(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh, const int32_t *z,
+                           const float *s, size_t R, size_t I);
+
     /*
     ** The same rows into the panel form of P columns (gm/kernels.h) of the
     ** (cols, rows) transposed matrix at dst: row r of blk is column r0 + r
@@ -230,5 +236,9 @@ void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, c
 
 /* n values of type src at src as bf16 at dst (round to nearest even; bf16 copied). */
 void gm_convert_portable(gm_bf16 *dst, const void *src, size_t n, gm_src_type type);
+void gm_dequant4_row_portable(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                              const float *s, size_t N);
+void gm_dequant4_block_portable(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh,
+                                const int32_t *z, const float *s, size_t R, size_t I);
 
 #endif

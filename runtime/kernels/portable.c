@@ -208,6 +208,24 @@ void gm_convert_portable(gm_bf16 *dst, const void *source, size_t n, gm_src_type
     }
 }
 
+/* 4-bit dequantization (gm_dequant4_row, gm_dequant4_block): a value at a time */
+void gm_dequant4_row_portable(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                              const float *s, size_t N)
+{
+    for (size_t n = 0; n < N; n++) {
+        const uint32_t q = sh ? (w[n / 8] >> sh[n % 8]) & 15u : (w[n] >> shift) & 15u;
+        d[n] = gm_f32_to_bf16((float)((int32_t)q - z[n]) * s[n]);
+    }
+}
+
+void gm_dequant4_block_portable(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh,
+                                const int32_t *z, const float *s, size_t R, size_t I)
+{
+    for (size_t r = 0; r < R; r++)
+        for (size_t i = 0; i < I; i++)
+            d[r * ld + i] = gm_f32_to_bf16((float)((int32_t)((w[i * W + r / 8] >> sh[r % 8]) & 15u) - z[r]) * s[r]);
+}
+
 #ifdef __SSE2__
 /* An 8 x 8 block of 16-bit values: rows of src (stride ls) to rows of dst (stride ld). */
 static inline void transpose8(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
@@ -338,6 +356,8 @@ const gm_tier gm_tier_portable = {
     .transpose = transpose_portable,
     .panels = gm_panels_portable,
     .convert = gm_convert_portable,
+    .dequant4_row = gm_dequant4_row_portable,
+    .dequant4_block = gm_dequant4_block_portable,
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
     .exp_sum = exp_sum_portable,

@@ -23,6 +23,7 @@
 #define GM_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "gm/bf16.h"
 #include "gm/pool.h"
@@ -235,5 +236,22 @@ typedef enum gm_src_type { GM_SRC_BF16, GM_SRC_F16, GM_SRC_F32 } gm_src_type;
 */
 void gm_convert_rows(gm_bf16 *dst, const void *src, gm_src_type src_type, size_t rows, size_t cols, size_t r0,
                      size_t r1, int to);
+
+/*
+** 4-bit dequantization (AWQ, GPTQ; gm/quant.h) on the running tier, every
+** value bf16((q - z) * s), the product in f32, rounded to nearest even:
+**   row    d[n] for n < N from q the 4 bits at shift sh[n % 8] of w[n / 8]
+**          (sh: eight values a word along the row), or, sh NULL, at
+**          `shift` of w[n]; zero point z[n], scale s[n]
+**   block  d[r * ld + i] for r < R, i < I (the other form) from q the 4
+**          bits at shift sh[r % 8] of w[i * W + r / 8]; z[r], s[r]
+** The vector tiers may stream the block's stores past the cache:
+** gm_stream_fence orders them before what follows.
+*/
+void gm_dequant4_row(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned shift, const int32_t *z,
+                     const float *s, size_t N);
+void gm_dequant4_block(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh, const int32_t *z,
+                       const float *s, size_t R, size_t I);
+void gm_stream_fence(void);
 
 #endif

@@ -221,23 +221,6 @@ static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
         _mm_prefetch(p, _MM_HINT_T0);
 }
 
-/*
-** The lines of W AHEAD k-steps after step s of the stripe at row n (of o0,
-** and at m of o1): in this stripe, or at the start of the next, while it
-** is in the block (rows < n1).
-*/
-static inline void fetch_ahead(const gm_out *o0, const gm_out *o1, int K, int steps, int n, int pair, int h, int n1,
-                               int s)
-{
-    const int ka = 32 * (s + AHEAD), next = ka >= 32 * steps, pn = next ? n + h : n, N = o0->N;
-    const int pk = next ? ka - 32 * steps : ka, pm = pair ? pn : pn + 16;
-    if (pn < n1 && pk < K) {
-        fetch_rows(o0->W, K, pn, N - pn < 16 ? N - pn : 16, pk);
-        if (pm < N)
-            fetch_rows(o1->W, K, pm, N - pm < 16 ? N - pm : 16, pk);
-    }
-}
-
 /* C tile `c` (16 outputs n.. by tokens t..) to and from Y, through buf: the `rows` outputs and `cols` tokens inside Y */
 #ifndef GM_TILE_MODEL
 /* (a 16 x 16 transpose in registers, the rows and columns outside Y masked off) */
@@ -301,37 +284,48 @@ static void stripe_move(float (*c)[256], const gm_out *o0, const gm_out *o1, int
 }
 
 /*
-** One token block (a decode step, up to 16 tokens; or a prefill's last odd
-** block): the A tile of rows [row, row + valid) of o, k-steps [s, se), into
-** C tile 0 (half 0) or 1 (half 1), B (token block tb) in tile 6; W's lines fetched ahead,
-** past this tile's end those of the tile after it (rows nrow.. of on).
-** A stripe's two A tiles thus run one after the other, each along the whole
-** of k: 16 rows of W read side by side instead of 32, which the memory
-** system streams faster (about 8% on a decode step, bench/HISTORY.md), and
-** each output's sum is the same.
+** The A tile of rows [row, row + valid) of o against one token block (tb)
+** or, with two, the next as well, k-steps [s0, se): C tiles half and
+** half + 2, A tile 4 + half, B tiles 6 and 7. On the first token blocks
+** (tb 0) W comes from memory: this tile's lines are fetched AHEAD steps
+** ahead, and near its end the first of the tile after it (rows nrow.. of on).
+** A stripe's two A tiles run one after the other while W comes from memory,
+** each along the whole piece of k: 16 rows of W read side by side instead
+** of 32, which the memory system streams faster (bench/HISTORY.md: a
+** 32-token prefill's projections in 0.83-0.87x the time, a decode step's in
+** 0.91x). Each output's sum is the same.
 */
-static void half_run(const gm_nk_block *b, int tb, const gm_out *o, int row, int valid, const gm_out *on, int nrow,
-                     int s, int se, gm_bf16 *edge, int half)
+static void half_run(const gm_nk_block *b, int tb, int two, const gm_out *o, int row, int valid, const gm_out *on,
+                     int nrow, int s0, int se, gm_bf16 *edge, int half)
 {
     const int K = b->K, N = o->N, nt = tile_tokens(b->T), steps = (K + 31) / 32;
-    for (; s < se; s++) {
-        if (tb == 0) { /* the first token block reads the block's W from memory */
-            const int ka = 32 * (s + AHEAD);
-            if (ka < K)
-                fetch_rows(o->W, K, row, valid, ka);
-            else if (nrow < b->n1 && nrow < N && ka - 32 * steps < K)
-                fetch_rows(on->W, K, nrow, N - nrow < 16 ? N - nrow : 16, ka - 32 * steps);
+    for (int s = s0; s < se; s++) {
+        if (tb == 0) {
+            const int next = s0 + s + AHEAD - se; /* the step of the tile after this one, once past its end */
+            if (next < s0)
+                fetch_rows(o->W, K, row, valid, 32 * (s + AHEAD));
+            else if (next < se && nrow < b->n1 && nrow < N)
+                fetch_rows(on->W, K, nrow, N - nrow < 16 ? N - nrow : 16, 32 * next);
         }
         long sa;
         const gm_bf16 *a = a_tile(o->W, K, row, valid, s, edge, &sa);
+        const uint32_t *x0 = xp_tile(b->Xp, nt, steps, tb, s);
         if (half) {
             TILE_LOAD_STORED(5, a, sa);
-            TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
+            TILE_LOAD(6, x0, 4 * nt);
             TILE_DP(1, 5, 6);
+            if (two) {
+                TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
+                TILE_DP(3, 5, 7);
+            }
         } else {
             TILE_LOAD_STORED(4, a, sa);
-            TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);
+            TILE_LOAD(6, x0, 4 * nt);
             TILE_DP(0, 4, 6);
+            if (two) {
+                TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
+                TILE_DP(2, 4, 7);
+            }
         }
     }
 }
@@ -400,33 +394,29 @@ static void TIER(nk_block)(const gm_nk_block *b)
                     }
                     int s = k0 / 32;
                     const int se = (k1 + 31) / 32;
-                    if (v0 == 16 && v1 == 16 && two) { /* whole tiles: the loop that does the work */
-                        const gm_bf16 *a0 = o0->W + (long)n * K, *a1 = o1->W + (long)m * K;
-                        const uint32_t *b0 = xp_tile(b->Xp, nt, steps, tb, 0);
-                        const uint32_t *b1 = xp_tile(b->Xp, nt, steps, tb + 1, 0);
-                        const long sa = (long)K * 2;
-                        const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
-                        for (; s < sw; s++) {
-                            if (tb == 0) /* the first token blocks read the block's W from memory */
-                                fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
-                            TILE_LOAD(4, a0 + 32 * s, sa);
-                            TILE_LOAD(5, a1 + 32 * s, sa);
-                            TILE_LOAD(6, b0 + 256 * s, 64);
-                            TILE_LOAD(7, b1 + 256 * s, 64);
-                            TILE_DP(0, 4, 6);
-                            TILE_DP(1, 5, 6);
-                            TILE_DP(2, 4, 7);
-                            TILE_DP(3, 5, 7);
-                        }
-                    }
-                    if (!two) /* one token block: one A tile at a time (half_run) */
+                    if (tb == 0 || !two) { /* W from memory, or one token block: one A tile at a time */
                         for (int half = 0; half < (v1 ? 2 : 1); half++)
-                            half_run(b, tb, half ? o1 : o0, half ? m : n, half ? v1 : v0, half || !v1 ? o0 : o1,
+                            half_run(b, tb, two, half ? o1 : o0, half ? m : n, half ? v1 : v0, half || !v1 ? o0 : o1,
                                      half || !v1 ? n + h : m, s, se, edge[half], half);
-                    else
-                        for (; s < se; s++) { /* the rest of two token blocks: a stripe past the last row, a k tail */
-                            if (tb == 0)
-                                fetch_ahead(o0, o1, K, steps, n, pair, h, b->n1, s);
+                    } else { /* W in L2: both A tiles by both B tiles, each tile loaded once a step */
+                        if (v0 == 16 && v1 == 16) { /* whole tiles: the loop that does most of the work */
+                            const gm_bf16 *a0 = o0->W + (long)n * K, *a1 = o1->W + (long)m * K;
+                            const uint32_t *b0 = xp_tile(b->Xp, nt, steps, tb, 0);
+                            const uint32_t *b1 = xp_tile(b->Xp, nt, steps, tb + 1, 0);
+                            const long sa = (long)K * 2;
+                            const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
+                            for (; s < sw; s++) {
+                                TILE_LOAD(4, a0 + 32 * s, sa);
+                                TILE_LOAD(5, a1 + 32 * s, sa);
+                                TILE_LOAD(6, b0 + 256 * s, 64);
+                                TILE_LOAD(7, b1 + 256 * s, 64);
+                                TILE_DP(0, 4, 6);
+                                TILE_DP(1, 5, 6);
+                                TILE_DP(2, 4, 7);
+                                TILE_DP(3, 5, 7);
+                            }
+                        }
+                        for (; s < se; s++) { /* the rest: a stripe past the last row, a k tail */
                             long sa;
                             const gm_bf16 *a = a_tile(o0->W, K, n, v0, s, edge[0], &sa);
                             TILE_LOAD_STORED(4, a, sa);
@@ -441,6 +431,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
                                 TILE_DP(3, 5, 7);
                             }
                         }
+                    }
                     TILE_STORE(0, stage[i][0], 64);
                     if (v1)
                         TILE_STORE(1, stage[i][1], 64);

@@ -23,7 +23,10 @@
 ** tiles. k runs whole (up to GM_NK_KC values: longer rows are cut, the
 ** partial sums kept in Y between the pieces), and a block is about a
 ** megabyte of W per piece, so that it stays in L2 while every token block
-** passes over it. A finished C tile is turned back to Y's (token, output)
+** passes over it. The first pass, which reads W from memory, takes a
+** stripe's two A tiles one after the other (half_run: 16 rows of W read
+** side by side stream faster than 32); the later ones, from L2, load each
+** of the four tiles once a step. A finished C tile is turned back to Y's (token, output)
 ** order, and once the block's outputs for two token blocks are complete,
 ** the epilogue (bias, rounding, SwiGLU, the residual add) finishes them
 ** while they are in cache.

@@ -213,7 +213,7 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
     return edge;
 }
 
-enum { AHEAD = 16 }; /* k-steps ahead whose lines of W are fetched */
+enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched (4 and 8 beat 16 and 32, bench/HISTORY.md) */
 
 
 /* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */

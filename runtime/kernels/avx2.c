@@ -274,4 +274,6 @@ const gm_tier gm_tier_avx2 = {
     .attn_scores = attn_scores_avx2,
     .attn_values = attn_values_avx2,
     .exp_sum = exp_sum_avx2,
+    .scale_max = scale_max_avx2,
+    .div_round = div_round_avx2,
 };

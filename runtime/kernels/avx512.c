@@ -107,6 +107,8 @@ const gm_tier TIER(gm_tier) = {
     .attn_scores = TIER(attn_scores),
     .attn_values = TIER(attn_values),
     .exp_sum = TIER(exp_sum),
+    .scale_max = TIER(scale_max),
+    .div_round = TIER(div_round),
 #ifndef GM_V16_MODEL
     .dequant4_block = dequant4_block_avx512,
 #endif

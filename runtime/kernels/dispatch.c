@@ -45,7 +45,7 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
     FROM_BASE(panels), FROM_BASE(convert), FROM_BASE(dequant4_row), FROM_BASE(dequant4_block);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
-    FROM_BASE(exp_sum);
+    FROM_BASE(exp_sum), FROM_BASE(scale_max), FROM_BASE(div_round);
 #undef FROM_BASE
 }
 

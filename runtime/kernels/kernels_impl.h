@@ -160,6 +160,10 @@ typedef struct gm_tier {
 
     /* gm_exp_sum (gm/kernels.h): the softmax's exponentials and their sum, in the one order it documents */
     float (*exp_sum)(float *y, const float *x, int n, float m);
+
+    /* gm_scale_max and gm_div_round (gm/kernels.h): the softmax's other two steps */
+    float (*scale_max)(float *sc, int n, float scale, int round, float m);
+    void (*div_round)(float *y, int n, float d, int round);
 } gm_tier;
 
 /*

@@ -361,4 +361,6 @@ const gm_tier gm_tier_portable = {
     .attn_scores = gm_attn_scores_portable,
     .attn_values = gm_attn_values_portable,
     .exp_sum = exp_sum_portable,
+    .scale_max = scale_max_portable,
+    .div_round = div_round_portable,
 };

@@ -1,6 +1,6 @@
 /*
 ** Internal: the element-wise steps (gm_tier's finish, add_round, norm_scale,
-** swiglu and exp_sum) and the exp they use, written once in vf.h's
+** swiglu, exp_sum, scale_max and div_round) and the exp they use, written once in vf.h's
 ** operations: included after vf.h, with TIER(x) naming the functions, by
 ** avx2.c (8 lanes), avx512.c and avx512_model.c (16) and portable.c (1: plain
 ** C). Every step is lane-wise IEEE arithmetic, each lane the same sequence of
@@ -156,4 +156,41 @@ static float TIER(exp_sum)(float *y, const float *x, int n, float m)
     for (int j = 0; j < 4; j++)
         s[j] += s[j + 4];
     return (s[0] + s[2]) + (s[1] + s[3]);
+}
+
+/*
+** sc[0..n) = r(r(sc) scale), attention's scaled scores, and the max of m and
+** them, taken in lanes: it can differ from a left-to-right max only in the
+** sign of a zero, which exp(s - max) does not see (a NaN is passed over, as
+** by v > m ? v : m).
+*/
+static float TIER(scale_max)(float *sc, int n, float scale, int round, float m)
+{
+    const vf s = vf_set1(scale);
+    vf top = vf_set1(m);
+    float lanes[VF_LANES];
+    int i = 0;
+    for (; i + VF_LANES <= n; i += VF_LANES) {
+        const vf v = vf_round_if(vf_mul(vf_round_if(vf_load(sc + i), round), s), round);
+        vf_store(sc + i, v);
+        top = vf_max(v, top);
+    }
+    vf_store(lanes, top);
+    for (int j = 0; j < VF_LANES; j++)
+        m = lanes[j] > m ? lanes[j] : m;
+    if (i < n) { /* the last values, fewer than a vector */
+        const vf v = vf_round_if(vf_mul(vf_round_if(vf_load_n(sc + i, n - i), round), s), round);
+        vf_store_n(sc + i, n - i, v);
+        vf_store(lanes, v);
+        for (int j = 0; j < n - i; j++)
+            m = lanes[j] > m ? lanes[j] : m;
+    }
+    return m;
+}
+
+/* y[0..n) = r(y / d): the softmax's probabilities, rounded once */
+static void TIER(div_round)(float *y, int n, float d, int round)
+{
+    const vf v = vf_set1(d);
+    EACH_VECTOR(n, vf_store_n(y + i, m, vf_round_if(vf_div(vf_load_n(y + i, m), v), round)));
 }

@@ -78,10 +78,10 @@ static void rope(const rt_session *s, float *x, int p)
 ** p = bf(exp(s - max) / sum) with the whole row's max and sum and then sums
 ** p . v once. So, per task, with every rounding where HF has it:
 **   1. each key block's scores s = bf(bf(q . k) * scale) (two roundings), and
-**      each row's max over its causal keys;
+**      each row's max over its causal keys (gm_scale_max);
 **   2. over each whole causal row, e = exp(s - max) in fp32 and their sum
 **      (gm_exp_sum, in its fixed order);
-**   3. key block by key block, p = bf(e / sum) (0 past the row's own
+**   3. key block by key block, p = bf(e / sum) (gm_div_round; 0 past the row's own
 **      position: the causal mask), and probs . V added into one f32 sum per
 **      output, in key order over the blocks, rounded once at the end.
 ** A task's scores are at most (its query rows) x (its keys) floats, in the
@@ -91,66 +91,6 @@ enum {
     ATT_ROWS = 96, /* query rows per task: tokens x the heads of a kv head (one token's heads at least) */
     ATT_KEYS = 256 /* keys per block: 128 KB of K or of V at head_dim 128 */
 };
-
-/*
-** bf() in bf16 mode without a branch: the same bits as gm_f32_to_bf16
-** widened, NaN included (all 2^32 floats compared when this was written),
-** in a form the compiler vectorizes in runs of ATT_RUN.
-*/
-static inline float bf16_round(float v)
-{
-    uint32_t u, r;
-    memcpy(&u, &v, sizeof u);
-    r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    r = (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC00000u : r;
-    memcpy(&v, &r, sizeof v);
-    return v;
-}
-
-enum { ATT_RUN = 16 }; /* element-wise steps in runs of a fixed length, which -O2 vectorizes */
-
-/*
-** 1. sc[0..n) = bf(bf(sc) * scale); returns the max of m and them. Taken in
-** lanes, the max can differ only in the sign of a zero, which exp(s - max)
-** does not see.
-*/
-static float scale_scores(float *sc, int n, float scale, int round, float m)
-{
-    int k = 0;
-    if (round) {
-        float lane[ATT_RUN];
-        for (int u = 0; u < ATT_RUN; u++)
-            lane[u] = m;
-        for (; k + ATT_RUN <= n; k += ATT_RUN)
-            for (int u = 0; u < ATT_RUN; u++) {
-                const float v = bf16_round(bf16_round(sc[k + u]) * scale);
-                sc[k + u] = v;
-                lane[u] = v > lane[u] ? v : lane[u];
-            }
-        for (int u = 0; u < ATT_RUN; u++)
-            m = lane[u] > m ? lane[u] : m;
-    }
-    for (; k < n; k++) {
-        const float v = round ? bf16_round(bf16_round(sc[k]) * scale) : sc[k] * scale;
-        sc[k] = v;
-        m = v > m ? v : m;
-    }
-    return m;
-}
-
-/* 3. sc[0..n) = bf(sc / sum): the softmax in fp32, rounded once; then sc[n..to) = 0, the causal mask */
-static void normalize(float *sc, int n, int to, float sum, int round)
-{
-    int k = 0;
-    if (round)
-        for (; k + ATT_RUN <= n; k += ATT_RUN)
-            for (int u = 0; u < ATT_RUN; u++)
-                sc[k + u] = bf16_round(sc[k + u] / sum);
-    for (; k < n; k++)
-        sc[k] = round ? bf16_round(sc[k] / sum) : sc[k] / sum;
-    for (; k < to; k++)
-        sc[k] = 0.0f;
-}
 
 typedef struct att_job {
     rt_session *s;
@@ -184,7 +124,7 @@ static void attend_task(rt_session *s, const att_job *j, float *slot, int kvh, i
         for (int i = 0; i < nq; i++) {
             const int p = j->pos0 + t0 + i % R, end = p + 1 < k0 + nb ? p + 1 : k0 + nb;
             if (end > k0)
-                max[i] = scale_scores(S + i * lds + k0, end - k0, scale, round, max[i]);
+                max[i] = gm_scale_max(S + i * lds + k0, end - k0, scale, round, max[i]);
         }
     }
     /*
@@ -205,7 +145,8 @@ static void attend_task(rt_session *s, const att_job *j, float *slot, int kvh, i
         const int nb = nk - k0 < ATT_KEYS ? nk - k0 : ATT_KEYS;
         for (int i = 0; i < nq; i++) {
             const int end = j->pos0 + t0 + i % R + 1, n = end - k0 < 0 ? 0 : end - k0 < nb ? end - k0 : nb;
-            normalize(S + i * lds + k0, n, nb, sum[i], round);
+            gm_div_round(S + i * lds + k0, n, sum[i], round); /* the softmax in fp32, rounded once */
+            memset(S + i * lds + k0 + n, 0, sizeof(float) * (size_t)(nb - n)); /* the causal mask */
         }
         gm_attn_values(O, hd, S + k0, lds, nq, V + (long)k0 * kvw, kvw, nb, hd, k0 > 0);
     }

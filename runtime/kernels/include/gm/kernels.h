@@ -144,6 +144,15 @@ void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + 
 float gm_exp_sum(float *y, const float *x, int n, float m);
 
 /*
+** The softmax's other steps, lane-wise IEEE arithmetic (the same bits on
+** every tier), r() the bf16 rounding when round is set:
+**   gm_scale_max  sc[0..n) = r(r(sc) scale); returns the max of m and them
+**   gm_div_round  y[0..n) = r(y / d)
+*/
+float gm_scale_max(float *sc, int n, float scale, int round, float m);
+void gm_div_round(float *y, int n, float d, int round);
+
+/*
 ** Attention's two products, as the runner's blocked attention calls them, one
 ** block of query rows against one block of keys, on the calling thread (the
 ** runner splits attention into tasks itself). Rows are ldq, ldk, lds, ldv,

@@ -432,6 +432,47 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
     done();
 }
 
+/* r() of the softmax's steps: bf16 in bf16 mode, as the scalar code rounds */
+static float maybe_bf16(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
+
+Test(kernels, softmax_scale_max_and_div_round_are_the_scalar_steps_on_every_tier)
+{
+    enum { N = 1000 + 7 };
+    static float x[N], got[N];
+    for (int i = 0; i < N; i++)
+        x[i] = -20.0f + 4.0f * rnd(); /* all negative: a max taken over a vector's unused lanes would be 0 */
+    x[9] = NAN, x[10] = -INFINITY, x[11] = -0.0f;
+    const int sizes[] = {N, 1, 5, 16, 17, 40};
+    for (int round = 0; round < 2; round++)
+        for (int c = 0; c < (int)(sizeof sizes / sizeof sizes[0]); c++) {
+            const int n = sizes[c], from = n == N ? 0 : 12; /* the short runs start past the NaN and the zero */
+            const float scale = 0.0883883476f;
+            float want_max = -INFINITY;
+            float want[N];
+            for (int i = 0; i < n; i++) {
+                want[i] = maybe_bf16(maybe_bf16(x[from + i], round) * scale, round);
+                want_max = want[i] > want_max ? want[i] : want_max;
+            }
+            EACH_TIER(t) {
+                memcpy(got, x + from, sizeof(float) * (size_t)n);
+                const float m = gm_scale_max(got, n, scale, round, -INFINITY);
+                for (int i = 0; i < n; i++)
+                    cr_assert(memcmp(&got[i], &want[i], 4) == 0 || (isnan(want[i]) && isnan(got[i])),
+                              "%s: scale_max n=%d round=%d [%d]: %a, the scalar step %a", t, n, round, i, got[i], want[i]);
+                cr_assert(m == want_max, "%s: scale_max n=%d round=%d: max %a, the scalar step's %a", t, n, round, m,
+                          want_max);
+                memcpy(got, x + from, sizeof(float) * (size_t)n);
+                gm_div_round(got, n, 3.7f, round);
+                for (int i = 0; i < n; i++) {
+                    const float w = maybe_bf16(x[from + i] / 3.7f, round);
+                    cr_assert(memcmp(&got[i], &w, 4) == 0 || (isnan(w) && isnan(got[i])),
+                              "%s: div_round n=%d round=%d [%d]: %a, the scalar step %a", t, n, round, i, got[i], w);
+                }
+            }
+        }
+    done();
+}
+
 Test(kernels, convert_rows_transposes_and_makes_panels_of_awkward_shapes_exactly_on_every_tier)
 {
     /*

@@ -215,7 +215,6 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
 
 enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched (4 and 8 beat 16 and 32, bench/HISTORY.md) */
 
-
 /* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */
 static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
 {
@@ -286,6 +285,18 @@ static void stripe_move(float (*c)[256], const gm_out *o0, const gm_out *o1, int
     }
 }
 
+/* half_run's step on A tile `at` into C tiles c0 and c1 (literals: the instructions name their tiles) */
+#define HALF_STEP(at, c0, c1)                                                                                    \
+    do {                                                                                                         \
+        TILE_LOAD_STORED(at, a, sa);                                                                             \
+        TILE_LOAD(6, xp_tile(b->Xp, nt, steps, tb, s), 4 * nt);                                                  \
+        TILE_DP(c0, at, 6);                                                                                      \
+        if (two) {                                                                                               \
+            TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);                                          \
+            TILE_DP(c1, at, 7);                                                                                  \
+        }                                                                                                        \
+    } while (0)
+
 /*
 ** The A tile of rows [row, row + valid) of o against one token block (tb)
 ** or, with two, the next as well, k-steps [s0, se): C tiles half and
@@ -312,26 +323,13 @@ static void half_run(const gm_nk_block *b, int tb, int two, const gm_out *o, int
         }
         long sa;
         const gm_bf16 *a = a_tile(o->W, K, row, valid, s, edge, &sa);
-        const uint32_t *x0 = xp_tile(b->Xp, nt, steps, tb, s);
-        if (half) {
-            TILE_LOAD_STORED(5, a, sa);
-            TILE_LOAD(6, x0, 4 * nt);
-            TILE_DP(1, 5, 6);
-            if (two) {
-                TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
-                TILE_DP(3, 5, 7);
-            }
-        } else {
-            TILE_LOAD_STORED(4, a, sa);
-            TILE_LOAD(6, x0, 4 * nt);
-            TILE_DP(0, 4, 6);
-            if (two) {
-                TILE_LOAD(7, xp_tile(b->Xp, nt, steps, tb + 1, s), 4 * nt);
-                TILE_DP(2, 4, 7);
-            }
-        }
+        if (half)
+            HALF_STEP(5, 1, 3);
+        else
+            HALF_STEP(4, 0, 2);
     }
 }
+#undef HALF_STEP
 
 /* C tile `tile` (a literal: the instructions name their tiles) from the stage, or zero on the first piece of k */
 #define C_LOAD(tile)                                                                                             \

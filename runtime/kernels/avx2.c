@@ -153,6 +153,17 @@ static void panels_avx2(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows,
     _mm_sfence();
 }
 
+/* Eight f32 to bf16 (vf_round_bf16), each in the low half of its 32-bit lane. */
+static inline __m256i bf16_lanes(__m256 f) { return _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16); }
+
+/* Eight f32 to bf16 (vf_round_bf16), stored at d. */
+static inline void store8_bf16(gm_bf16 *d, __m256 f)
+{
+    const __m256i b = bf16_lanes(f);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
+    _mm_storeu_si128((__m128i *)(void *)d, _mm256_castsi256_si128(packed));
+}
+
 /*
 ** Conversions to bf16 eight values at a time: F16 widened by F16C (exact,
 ** as gm_f16_to_f32) where the CPU has it, F32 as it is; each then rounded
@@ -172,15 +183,10 @@ __attribute__((target("avx2,fma,f16c"))) static void convert_avx2(gm_bf16 *dst, 
         const __m256 f = type == GM_SRC_F16
                              ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(s + 2 * i)))
                              : _mm256_loadu_ps((const float *)(const void *)(s + 4 * i));
-        const __m256i b = _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16);
-        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
-        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm256_castsi256_si128(packed));
+        store8_bf16(dst + i, f);
     }
     gm_convert_portable(dst + i, s + i * es, n - i, type);
 }
-
-/* Eight f32 to bf16 (vf_round_bf16), each in the low half of its 32-bit lane. */
-static inline __m256i bf16_lanes(__m256 f) { return _mm256_srli_epi32(_mm256_castps_si256(vf_round_bf16(f)), 16); }
 
 /*
 ** 4-bit dequantization, eight values at a time with the portable code's
@@ -202,23 +208,10 @@ static void dequant4_row_avx2(gm_bf16 *d, const uint32_t *w, const unsigned *sh,
         else
             q = _mm256_srl_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(w + n)), _mm_cvtsi32_si128((int)shift));
         q = _mm256_sub_epi32(_mm256_and_si256(q, mask), _mm256_loadu_si256((const __m256i *)(const void *)(z + n)));
-        const __m256i b = bf16_lanes(_mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(s + n)));
-        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(b, b), 0x08); /* lanes 0 and 2 */
-        _mm_storeu_si128((__m128i *)(void *)(d + n), _mm256_castsi256_si128(packed));
+        store8_bf16(d + n, _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_loadu_ps(s + n)));
     }
     if (n < N) /* a row not a multiple of 8 (GPTQ's outputs always are; this is for a hand-made table) */
         gm_dequant4_row_portable(d + n, sh ? w + n / 8 : w + n, sh, shift, z + n, s + n, N - n);
-}
-
-/* Rows [0, 8) of src (each 8 words, ls apart) as columns: o[j] holds word j of each row. */
-static inline void transpose8x8_words(__m256i o[8], const uint32_t *src, size_t ls)
-{
-    __m256 r[8];
-    for (int i = 0; i < 8; i++)
-        r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i * ls)));
-    v8_transpose8_regs(r);
-    for (int j = 0; j < 8; j++)
-        o[j] = _mm256_castps_si256(r[j]);
 }
 
 static void dequant4_block_avx2(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh,
@@ -232,7 +225,7 @@ static void dequant4_block_avx2(gm_bf16 *d, size_t ld, const uint32_t *w, size_t
     const int aligned = (((uintptr_t)d | ld * 2) % 32) == 0;
     __m256i words[4][8];
     for (int v = 0; v < 4; v++) /* inputs 8v..8v+7 */
-        transpose8x8_words(words[v], w + 8 * v * W, W);
+        v8_transpose8_words(words[v], w + 8 * v * W, W);
     for (size_t r = 0; r < R; r++) {
         const __m256i zr = _mm256_set1_epi32(z[r]);
         const __m256 sr = _mm256_set1_ps(s[r]);

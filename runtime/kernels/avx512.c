@@ -53,15 +53,10 @@ static void dequant4_block_avx512(gm_bf16 *d, size_t ld, const uint32_t *w, size
     const int aligned = (((uintptr_t)d | ld * 2) % 64) == 0;
     __m512i wide[2][8]; /* wide[h][j]: word column j of inputs 16h..16h+15 */
     for (int h = 0; h < 2; h++) {
-        __m256 lo[8], hi[8];
-        for (int i = 0; i < 8; i++) {
-            lo[i] = _mm256_loadu_ps((const float *)(const void *)(w + (16 * h + i) * W));
-            hi[i] = _mm256_loadu_ps((const float *)(const void *)(w + (16 * h + 8 + i) * W));
-        }
-        v8_transpose8_regs(lo), v8_transpose8_regs(hi);
+        __m256i lo[8], hi[8];
+        v8_transpose8_words(lo, w + 16 * h * W, W), v8_transpose8_words(hi, w + (16 * h + 8) * W, W);
         for (int j = 0; j < 8; j++)
-            wide[h][j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(lo[j])),
-                                            _mm256_castps_si256(hi[j]), 1);
+            wide[h][j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo[j]), hi[j], 1);
     }
     for (size_t r = 0; r < R; r++) {
         const __m512i zr = _mm512_set1_epi32(z[r]);

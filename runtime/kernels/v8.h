@@ -128,6 +128,17 @@ static inline void v8_transpose8_regs(__m256 r[8])
     r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
+/* Rows [0, 8) of src (each 8 32-bit words, ls apart) as columns: o[j] holds word j of each row. */
+static inline void v8_transpose8_words(__m256i o[8], const uint32_t *src, size_t ls)
+{
+    __m256 r[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i * ls)));
+    v8_transpose8_regs(r);
+    for (int j = 0; j < 8; j++)
+        o[j] = _mm256_castps_si256(r[j]);
+}
+
 /* dst[c * ldd + r] = src[r * lds + c] for r, c < 8: eight rows of eight floats to eight columns */
 static inline void v8_transpose8(float *dst, long ldd, const float *src, long lds)
 {

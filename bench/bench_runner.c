@@ -374,20 +374,26 @@ static double torch_ask(torch_proc *tp, const char *fmt, ...)
 
 /* ---------------------------------------------------------------------- */
 
-typedef enum tier_id { TIER_AMX, TIER_AVX512, TIER_AVX2, TIER_PORTABLE } tier_id;
+typedef enum tier_id { TIER_AMX, TIER_AVX512_BF16, TIER_AVX512, TIER_AVX2, TIER_PORTABLE } tier_id;
 
 /* Which hardware tier a tier's kernels are (a software model stands for the one it models) */
 static tier_id tier_of(const char *name)
 {
     const char *hw = gm_kernels_info(name)->stands_for;
-    return !strcmp(hw, "amx") ? TIER_AMX : !strcmp(hw, "avx512") ? TIER_AVX512 : !strcmp(hw, "avx2") ? TIER_AVX2
-                                                                                                   : TIER_PORTABLE;
+    return !strcmp(hw, "amx")           ? TIER_AMX
+           : !strcmp(hw, "avx512-bf16") ? TIER_AVX512_BF16
+           : !strcmp(hw, "avx512")      ? TIER_AVX512
+           : !strcmp(hw, "avx2")        ? TIER_AVX2
+                                        : TIER_PORTABLE;
 }
 
 /* The peak a tier's products are measured against: the portable tier's against AVX2's */
 static peak_kind peak_of(tier_id t)
 {
-    return t == TIER_AMX ? PEAK_AMX_BF16 : t == TIER_AVX512 ? PEAK_AVX512_FMA : PEAK_AVX2_FMA;
+    return t == TIER_AMX           ? PEAK_AMX_BF16
+           : t == TIER_AVX512_BF16 ? PEAK_AVX512_BF16
+           : t == TIER_AVX512      ? PEAK_AVX512_FMA
+                                   : PEAK_AVX2_FMA;
 }
 
 /* " (share%)" parts of one prefill's profile, averaged over its runs: where the time went */
@@ -917,6 +923,13 @@ int main(int argc, char **argv)
                    k ? "s" : "", tn[ti], first_sec[ti + 1][k] / first_sec[ti][k], tn[ti + 1],
                    tier_of(tn[ti]) == TIER_AVX512 && tier_of(tn[ti + 1]) == TIER_AVX2 && k == 0 && lens[0] == 32
                        ? " (target >= 1.5x)" : "");
+    /* and the AVX512_BF16 tier, an AVX-512 tier too, over the avx2 tier */
+    for (int ti = 0; ti < n_tiers; ti++)
+        for (int ta = ti + 2; ta < n_tiers && tier_of(tn[ti]) == TIER_AVX512_BF16; ta++)
+            for (int k = 0; k < K && tier_of(tn[ta]) == TIER_AVX2; k++)
+                printf("tiers side by side, prefill %d tokens, %d thread%s: %s is %.2fx %s's speed%s\n", lens[0],
+                       nthr[k], k ? "s" : "", tn[ti], first_sec[ta][k] / first_sec[ti][k], tn[ta],
+                       k == 0 && lens[0] == 32 ? " (target >= 1.5x)" : "");
 
     /*
     ** the blocked kernels against the plain reference, on layer 0's projections at the first length's rows: on the

@@ -238,13 +238,38 @@ static float tile_order(const float *x, const gm_bf16 *Wn, int K, int n)
     return y;
 }
 
-/* Y as a tiles tier makes it: tile_order, then the bias and the one rounding. */
-static void tile_reference(float *Y, const float *X, const gm_bf16 *Wn, const gm_bf16 *b, int T, int K, int N,
-                           int round)
+/*
+** One output of X against Wn (N, K) rows as VDPBF16PS sums it, written here
+** from the Intel SDM apart from the kernels' model: 16 lanes, lane l adding,
+** for each 32 values of k in order (zeros past K), the product of k = 32 s
+** + 2 l + 1 and then that of 32 s + 2 l, each step rounded to nearest even
+** with denormals flushed to zero; then the lanes added as v16_hsum adds them
+** (lane l and l + 8, those four and four apart, two and two, the last two).
+*/
+static float dp_order(const float *x, const gm_bf16 *Wn, int K, int n)
+{
+    float lane[16] = {0};
+    for (int k0 = 0; k0 < K; k0 += 32)
+        for (int l = 0; l < 16; l++)
+            for (int k = k0 + 2 * l + 1; k >= k0 + 2 * l; k--)
+                if (k < K)
+                    lane[l] = daz(fmaf(daz(x[k]), daz(gm_bf16_to_f32(Wn[(long)n * K + k])), daz(lane[l])));
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++)
+        h[i] = lane[i] + lane[i + 8];
+    for (int i = 0; i < 4; i++)
+        q[i] = h[i] + h[i + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+/* Y as a tier that sums in `order` (TDPBF16PS's or VDPBF16PS's) makes it, then the bias and the one rounding. */
+static void order_reference(float *Y, gm_nk_sums order, const float *X, const gm_bf16 *Wn, const gm_bf16 *b, int T,
+                            int K, int N, int round)
 {
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
-            const float y = tile_order(X + (long)t * K, Wn, K, n) + gm_bf16_to_f32(b[n]);
+            const float s = order == GM_SUMS_TILES ? tile_order(X + (long)t * K, Wn, K, n) : dp_order(X + (long)t * K, Wn, K, n);
+            const float y = s + gm_bf16_to_f32(b[n]);
             Y[(long)t * N + n] = round ? gm_bf16_to_f32(gm_f32_to_bf16(y)) : y;
         }
 }
@@ -269,9 +294,10 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     ** AVX-512 tier), with W (in, out) or in panels of 16 or 32 columns (on
     ** every tier, whichever it reads best). An (out, in) product sums in the tier's order
     ** (gm_tier_info): in k order on the portable tier (the same bits as the
-    ** (in, out) product), in TDPBF16PS's order on the tiles tiers, checked
-    ** against tile_order bit for bit on the software model. On AMX hardware
-    ** the check is logged, not asserted, on these inputs: the model follows
+    ** (in, out) product), in TDPBF16PS's order on the tiles tiers and in
+    ** VDPBF16PS's on the avx512-bf16 ones, checked against tile_order and
+    ** dp_order bit for bit on the software models. On the hardware the
+    ** check is logged, not asserted, on these inputs: each model follows
     ** the SDM's text, and the sums below are inexact, so a difference between
     ** the text and the silicon would show here first (the next test asserts
     ** hardware and model agree where every sum is exact, and the golden tests
@@ -296,7 +322,6 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
         for (int round = 0; round < 2; round++) {
             gm_kernels_select("portable");
             gm_matmul(pool, Y[0], X, W, b, T, K, N, round);
-            tile_reference(Y[2], X, Wn, b, T, K, N, round);
             EACH_TIER(t) {
                 gm_matmul(pool, Y[1], X, W, b, T, K, N, round);
                 cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
@@ -310,17 +335,21 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                 const gm_out o = {.Y = Y[1], .W = Wn, .bias = b, .N = N, .form = GM_W_NK};
                 gm_matmul_outs(pool, X, T, K, &o, 1, round);
                 const gm_tier_info *ti = gm_kernels_info(t);
-                if (!ti->tile_sums && !ti->lanes) {
+                const int sdm = ti->nk_sums != GM_SUMS_LANES; /* an instruction's order, from the SDM */
+                const char *order = ti->nk_sums == GM_SUMS_TILES ? "TDPBF16PS's order" : "VDPBF16PS's order";
+                if (!sdm && !ti->lanes) {
                     cr_assert(memcmp(Y[0], Y[1], sizeof(float) * T * N) == 0,
                               "T=%d K=%d N=%d round=%d: (out, in) on %s differs from (in, out)", T, K, N, round, t);
                     continue;
                 }
-                if (ti->tile_sums && ti->model) {
+                if (sdm)
+                    order_reference(Y[2], ti->nk_sums, X, Wn, b, T, K, N, round);
+                if (sdm && ti->model) {
                     cr_assert(memcmp(Y[2], Y[1], sizeof(float) * T * N) == 0,
-                              "T=%d K=%d N=%d round=%d: %s and the SDM's tile order differ", T, K, N, round, t);
+                              "T=%d K=%d N=%d round=%d: %s and %s differ", T, K, N, round, t, order);
                     continue;
                 }
-                const float *want = ti->tile_sums ? Y[2] : Y[0];
+                const float *want = sdm ? Y[2] : Y[0];
                 int same = 0;
                 for (int i = 0; i < T * N; i++) {
                     same += memcmp(&want[i], &Y[1][i], 4) == 0;
@@ -328,7 +357,7 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                               t, i, Y[1][i], want[i]);
                 }
                 cr_log_info("%s, (out, in), T=%d K=%d N=%d round=%d: %d of %d outputs bit-identical to %s", t, T, K, N,
-                            round, same, T * N, ti->tile_sums ? "the SDM's tile order" : "k order");
+                            round, same, T * N, sdm ? order : "k order");
             }
         }
         free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(Wn), free(b);
@@ -687,9 +716,10 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
                 memcpy(O[1], O0, sizeof(float) * nq * d);
                 gm_attn_values(O[1], d, P, nk, nq, K, d, nk, d, accumulate);
                 const gm_tier_info *ti = gm_kernels_info(t);
-                const float *ws = ti->tile_sums ? S[2] : S[0], *wo = ti->tile_sums ? O[2] : O[0];
-                const char *what = ti->tile_sums ? "the SDM's tile order" : "portable";
-                if (!ti->tile_sums || ti->model) {
+                const int tiles = ti->nk_sums == GM_SUMS_TILES; /* attention on tiles too; else the base's */
+                const float *ws = tiles ? S[2] : S[0], *wo = tiles ? O[2] : O[0];
+                const char *what = tiles ? "the SDM's tile order" : "portable";
+                if (!tiles || ti->model) {
                     cr_assert(memcmp(ws, S[1], sizeof(float) * nq * nk) == 0, "scores nq=%d nk=%d d=%d: %s and %s differ",
                               nq, nk, d, t, what);
                     cr_assert(memcmp(wo, O[1], sizeof(float) * nq * d) == 0,

@@ -258,6 +258,8 @@ static void use_or_skip(const char *tier)
 #define TEST_EACH_TIER(suite, fn)                                                                                \
     Test(suite, amx, .timeout = 300) { fn("amx"); }                                                              \
     Test(suite, amx_model, .timeout = 300) { fn("amx-model"); }                                                  \
+    Test(suite, avx512_bf16, .timeout = 300) { fn("avx512-bf16"); }                                              \
+    Test(suite, avx512_bf16_model, .timeout = 300) { fn("avx512-bf16-model"); }                                  \
     Test(suite, avx512, .timeout = 300) { fn("avx512"); }                                                        \
     Test(suite, avx512_model, .timeout = 300) { fn("avx512-model"); }                                            \
     Test(suite, avx2, .timeout = 300) { fn("avx2"); }                                                            \

@@ -696,7 +696,7 @@ const gm_tier TIER(gm_tier) = {
     .needs = GM_CPU_AMX_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,
 #endif
     .wform = GM_W_NK,
-    .tile_sums = 1,
+    .nk_sums = GM_SUMS_TILES,
     .lanes = 16, /* its base's dot products, for X that is not bf16 */
     .base = &REST, /* everything but the tile products */
     .nk_packed = TIER(nk_packed),

@@ -11,12 +11,11 @@
 **
 ** Every sum is an FMA chain in k order, as on the other tiers, so products
 ** of bf16 values give the same bits here as everywhere. VDPBF16PS
-** (AVX512_BF16) is not used: it multiplies pairs of bf16 values and adds
-** the odd product before the even one, each addition rounded to nearest
-** even with denormal inputs and outputs flushed to zero, so its sums would
-** differ from FMA's in order and near zero; it needs X in bf16 as well;
-** and on the Sapphire Rapids Xeon its peak is half of the 16-lane FMA's
-** (90 against 175 GFLOP/s a thread, bench_runner). The benchmark measures both peaks.
+** (AVX512_BF16) is not used here: it sums pairs of products in its own
+** order, with denormals flushed to zero, and needs X in bf16; on the
+** Sapphire Rapids Xeon its peak is half of the 16-lane FMA's (90 against
+** 175 GFLOP/s a thread, bench_runner), on a Zen 4 twice (216 against 105).
+** The avx512-bf16 tier (avx512bf16.c) is the one that uses it.
 */
 #ifdef GM_V16_MODEL
 #pragma GCC target("avx2,fma")

@@ -27,8 +27,9 @@ enum {
 ** the CPU has (gm_cpu_features) runs, or the one GM_ISA names; the software
 ** models of the wider tiers (model set) run only when a test selects them.
 */
-static const gm_tier *const tables[] = {&gm_tier_amx,  &gm_tier_amx_model, &gm_tier_avx512, &gm_tier_avx512_model,
-                                        &gm_tier_avx2, &gm_tier_portable};
+static const gm_tier *const tables[] = {&gm_tier_amx,          &gm_tier_amx_model,    &gm_tier_avx512bf16,
+                                        &gm_tier_avx512bf16_model, &gm_tier_avx512,    &gm_tier_avx512_model,
+                                        &gm_tier_avx2,         &gm_tier_portable};
 enum { TIERS = sizeof tables / sizeof tables[0] };
 
 /* The tables with every entry a table leaves NULL taken from its base, filled once before main; their traits. */
@@ -57,7 +58,7 @@ __attribute__((constructor)) static void fill_tiers(void)
             inherit(&tiers_full[i], b);
         tiers[i] = &tiers_full[i];
         const gm_tier *k = tables[i];
-        infos[i] = (gm_tier_info){k->name, k->stands_for ? k->stands_for : k->name, k->model, k->wform, k->tile_sums,
+        infos[i] = (gm_tier_info){k->name, k->stands_for ? k->stands_for : k->name, k->model, k->wform, k->nk_sums,
                                   k->lanes};
     }
 }

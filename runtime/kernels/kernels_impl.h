@@ -81,7 +81,8 @@ typedef struct gm_tier {
     int model;        /* a software model of a wider tier, run only when selected */
     const char *stands_for; /* a model: the tier it models (NULL: itself) */
     gm_wform wform;         /* the form of W it reads best (gm_tier_info) */
-    int tile_sums, lanes;   /* the order of a GM_W_NK product's sums (gm_tier_info) */
+    gm_nk_sums nk_sums;     /* the order of a GM_W_NK product's sums (gm_tier_info) */
+    int lanes;
 
     /* every entry a table leaves NULL is its base's (dispatch.c fills them in once): what a wider tier reuses */
     const struct gm_tier *base;
@@ -218,6 +219,7 @@ extern const gm_tier gm_tier_portable;
 extern const gm_tier gm_tier_avx2;
 extern const gm_tier gm_tier_avx512, gm_tier_avx512_model; /* avx512.c, avx512_model.c */
 extern const gm_tier gm_tier_amx, gm_tier_amx_model;       /* amx.c, amx_model.c */
+extern const gm_tier gm_tier_avx512bf16, gm_tier_avx512bf16_model; /* avx512bf16.c, avx512bf16_model.c */
 
 /* The portable panels (gm_tier.panels): a transpose of each panel's rows, one panel after another. */
 void gm_panels_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P);

@@ -174,7 +174,7 @@ void gm_attn_values(float *O, long ldo, const float *P, long ldp, int nq, const 
 
 /*
 ** The instruction-set tier the kernels above and below use: "amx",
-** "avx512", "avx2" or "portable", as GM_ISA names them, the
+** "avx512-bf16", "avx512", "avx2" or "portable", as GM_ISA names them, the
 ** widest this CPU has unless GM_ISA or gm_kernels_select says otherwise.
 */
 const char *gm_kernels_name(void);
@@ -182,7 +182,7 @@ const char *gm_kernels_name(void);
 /*
 ** For tests and benchmarks: run the named tier from now on, one of
 ** gm_kernels_tiers() (the tiers above and the software models of the wider
-** ones, "amx-model" and "avx512-model", which run their kernels' source on
+** ones, "amx-model", "avx512-bf16-model" and "avx512-model", which run their kernels' source on
 ** a CPU without those instructions); NULL: the automatic choice again.
 ** Returns 0, or -1 when the name is unknown or this CPU cannot run it.
 */
@@ -199,20 +199,25 @@ int gm_kernels_check(gm_status *st);
 /* Every tier's name, widest first, NULL-terminated: available here or not. */
 const char *const *gm_kernels_tiers(void);
 
+/*
+** The order of the sums of a GM_W_NK product of bf16 values (an (in, out)
+** or panel one is one FMA chain in k order on every tier; tests/test_kernels.c
+** writes each order out from the SDM's text):
+*/
+typedef enum gm_nk_sums {
+    GM_SUMS_LANES = 0,  /* `lanes` partial sums added across at the end (lanes 0: one sum in k order) */
+    GM_SUMS_TILES = 1,  /* TDPBF16PS's: pairs of k, 32 at a time (amx.c) */
+    GM_SUMS_DPBF16 = 2  /* VDPBF16PS's: 16 lanes of pairs of k, added across at the end (avx512bf16.c) */
+} gm_nk_sums;
+
 /* What a tier is, for the loader, the tests and the benchmark. */
 typedef struct gm_tier_info {
     const char *name;       /* GM_ISA's name, or a software model's ("amx-model") */
     const char *stands_for; /* the hardware tier whose kernel source it runs: its own name, or the modelled one's */
     int model;              /* a software model: runs only when selected */
     gm_wform wform;         /* the form of W its products read best, which the loader gives the runner */
-    /*
-    ** The order of the sums of a GM_W_NK product of bf16 values (an (in, out)
-    ** or panel one is one FMA chain in k order on every tier): tile_sums, TDPBF16PS's
-    ** (pairs of k, 32 at a time; tests/test_kernels.c writes it out from
-    ** the SDM); else `lanes` partial sums added across at the end (0: one
-    ** sum in k order).
-    */
-    int tile_sums, lanes;
+    gm_nk_sums nk_sums;     /* the order of a GM_W_NK product's sums, above */
+    int lanes;              /* GM_SUMS_LANES: how many (also the dot products' for X that is not bf16) */
 } gm_tier_info;
 
 /* The named tier's traits (NULL: the running tier's); NULL for a name no tier has. */

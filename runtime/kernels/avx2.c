@@ -15,6 +15,7 @@
 #include "kernels_impl.h"
 
 #define GM_VF_LANES 8
+#define GM_PANEL_FETCH 0 /* decode leaves W's runs to the hardware prefetcher (gemv_panels) */
 #define TIER(x) x##_avx2
 #include "vf.h"
 #include "vec_kernels.h"

@@ -31,6 +31,7 @@
 #include "kernels_impl.h"
 
 #define GM_VF_LANES 16
+#define GM_PANEL_FETCH 1 /* decode fetches W's runs ahead too (gemv_panels) */
 #include "vf.h"
 #include "vec_kernels.h"
 #include "vec_steps.h"

@@ -275,11 +275,14 @@ static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int
 ** side by side (eight accumulators, enough FMAs in flight to hide their
 ** latency: each sum is one chain, in k order, kept in its register from the
 ** first k to the last), each reading its panel's rows front to back: four
-** runs of memory, each of whose lines is also fetched PANEL_AHEAD bytes
-** ahead, to L2 (measured on a Zen 3, into L1: 15-25% more of the read
-** bandwidth than the hardware prefetcher alone, on q, o and down split
-** over two threads; on a Zen 4, a decode step's projections, fetching to
-** L2 took 0.74-0.91x the time of fetching into L1, and 0.90-1.01x none).
+** runs of memory, which the hardware prefetcher streams. With
+** GM_PANEL_FETCH (the tier file's choice) each of their lines is also
+** fetched PANEL_AHEAD bytes ahead, to L2: on a Zen 4, a decode step's
+** projections took 0.74-0.91x the time of fetching into L1 and 0.90-1.01x
+** the time of no fetch, on the avx2 and avx512 tiers; on a Zen 3 (AVX2
+** only: the avx2 tier's own CPUs), the fetch took 1.0-1.15x the time of
+** none, into L2 or L1 alike, pair by pair on gate, q and down over one and
+** two threads.
 */
 #define PANEL_STEP(i)                                                                                              \
     do {                                                                                                           \
@@ -298,7 +301,7 @@ static void TIER(gemv_panels)(float *y, const float *x, const gm_bf16 *W, int K,
         vf e0 = vf_zero(), o0 = e0, e1 = e0, o1 = e0, e2 = e0, o2 = e0, e3 = e0, o3 = e0;
         for (long k = 0; k < K; k++) {
             const vf b = vf_bcast(x + k);
-            if (k % (64 / (2 * NC)) == 0) { /* a new line of each run, to L2 (prefetcht1) */
+            if (GM_PANEL_FETCH && k % (64 / (2 * NC)) == 0) { /* a new line of each run, to L2 (prefetcht1) */
                 __builtin_prefetch((const char *)(w0 + k * l0) + PANEL_AHEAD, 0, 2);
                 __builtin_prefetch((const char *)(w1 + k * l1) + PANEL_AHEAD, 0, 2);
                 __builtin_prefetch((const char *)(w2 + k * l2) + PANEL_AHEAD, 0, 2);

@@ -136,6 +136,15 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 ** last piece of k, when K is not whole steps of 32, comes from a copy of
 ** W's rows with zeros past K (X's packed rows have them already).
 */
+/*
+** The k-steps between two bursts of the next rows' fetches (pf, pn lines,
+** spread over the product): the steps run in a loop of their own, W's and
+** X's loads and the VDPBF16PS only. With the fetches in every step, GCC
+** kept one of a step's rows of W (-O2 and -O3) or one sum (-O3, after a
+** small change) on the stack in some tiles (scripts/check-registers.py).
+*/
+enum { FETCH_STEPS = 8 };
+
 static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, const gm_bf16 *X, int kp,
                                                           const gm_bf16 *W, int K, const char *pf, int pn,
                                                           const int R, const int C)
@@ -147,19 +156,22 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
         for (int j = 0; j < C; j++)
             acc[i][j] = v16_zero();
     const int whole = K / 32, ps = whole > 0 ? (pn + whole - 1) / whole : 0;
-    for (int s = 0; s < whole; s++) {
-        v16w w[DC1];
-        for (int q = s * ps; q < s * ps + ps && q < pn; q++)
+    for (int s0 = 0; s0 < whole; s0 += FETCH_STEPS) {
+        const int s1 = s0 + FETCH_STEPS < whole ? s0 + FETCH_STEPS : whole;
+        for (int q = s0 * ps; q < s1 * ps && q < pn; q++)
             __builtin_prefetch(pf + 64 * q, 0, 2); /* to L2 and in: prefetcht1 */
-#pragma GCC unroll 8
-        for (int j = 0; j < C; j++)
-            w[j] = v16w_load(W + (long)j * K + 32 * s);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            const v16w x = v16w_load(X + (long)i * kp + 32 * s);
+        for (int s = s0; s < s1; s++) {
+            v16w w[DC1];
 #pragma GCC unroll 8
             for (int j = 0; j < C; j++)
-                acc[i][j] = dp(acc[i][j], x, w[j]);
+                w[j] = v16w_load(W + (long)j * K + 32 * s);
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++) {
+                const v16w x = v16w_load(X + (long)i * kp + 32 * s);
+#pragma GCC unroll 8
+                for (int j = 0; j < C; j++)
+                    acc[i][j] = dp(acc[i][j], x, w[j]);
+            }
         }
     }
     if (whole * 32 < K) {

@@ -305,7 +305,8 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     ** lanes: within a bf16 ulp of the reference.
     */
     const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {2, 64, 48}, {7, 260, 200}, {32, 513, 390},
-                             {33, 96, 263}, {70, 2100, 40}};
+                             {33, 96, 263}, {70, 2100, 40},
+                             {1030, 1600, 40}}; /* a long prompt: the FMA tiers' longer k-blocks (GM_LONG_KB) */
     gm_pool *pool = gm_pool_new(2);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];

@@ -156,19 +156,27 @@ static inline gm_ahead band_lines(const gm_band *b, int ns, int nk, int nw, int 
 ** weights are fetched, a line every few steps (not while the first block of
 ** rows reads W: the two would evict each other, unless there are too few
 ** blocks for that). A block of rows that is the only one reads W and leaves
-** no f32 panel.
+** no f32 panel. Each k-block's outputs are read and written again by the
+** next one; at LONG_ROWS rows and more those of a band no longer stay in
+** L2, and a tier may take longer k-blocks there, GM_LONG_KB rows (avx2.c).
 */
+#ifndef GM_LONG_KB
+#define GM_LONG_KB KB
+#endif
+enum { LONG_ROWS = 1024, PANEL_ROWS = GM_LONG_KB > KB ? GM_LONG_KB : KB };
+
 static void TIER(band)(const gm_band *b)
 {
-    float panels[KB * GM_BAND] __attribute__((aligned(64)));
+    float panels[PANEL_ROWS * GM_BAND] __attribute__((aligned(64)));
     const int T = b->T, K = b->K, nt = b->n0 + (b->n1 - b->n0) / NC * NC;
-    for (int k0 = 0; k0 < K; k0 += KB) {
-        const int k1 = k0 + KB < K ? k0 + KB : K, kb = k1 - k0, first = k0 == 0;
+    const int KB_T = T >= LONG_ROWS ? GM_LONG_KB : KB; /* the k-block, for T rows */
+    for (int k0 = 0; k0 < K; k0 += KB_T) {
+        const int k1 = k0 + KB_T < K ? k0 + KB_T : K, kb = k1 - k0, first = k0 == 0;
         for (int s0 = b->n0; s0 < nt; s0 += GM_BAND) {
             const int s1 = s0 + GM_BAND < nt ? s0 + GM_BAND : nt;
             /* next: this k-block of the next band, or the next k-block of the first */
             const int ns = s1 < nt ? s1 : b->n0, nk = s1 < nt ? k0 : k1, nw = ns + GM_BAND < nt ? GM_BAND : nt - ns;
-            gm_ahead a = band_lines(b, ns, nk, nw, nk < K ? (nk + KB < K ? KB : K - nk) : 0);
+            gm_ahead a = band_lines(b, ns, nk, nw, nk < K ? (nk + KB_T < K ? KB_T : K - nk) : 0);
             for (int t = 0; t < T;) {
                 const int rows = rows_next(T - t);
                 float *y = b->Y + (long)t * b->ldy;

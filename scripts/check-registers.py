@@ -3,11 +3,11 @@
 
 usage: check-registers.py OBJECT...
 
-Disassembles each object (objdump -d) and finds its innermost product loops (the control-flow graph's blocks,
-their dominators, and the edges back to a dominating header), each with its own instructions (not
-those of a loop inside it). A loop with at least MIN_FMAS
-multiply-adds (vfmadd*, vfnmadd*, vfmsub*, vdpbf16ps), or with tile products (tdpbf16ps), is a
-product's, and fails when the compiler kept its accumulators or operands in memory:
+Disassembles each object (objdump -d) and finds its innermost product loops (from the control-flow
+graph's blocks, their dominators and the edges back to a dominating header), each with its own
+instructions (not those of a loop inside it). A loop with at least MIN_FMAS multiply-adds (vfmadd*,
+vfnmadd*, vfmsub*, vdpbf16ps), or with tile products (tdpbf16ps), is a product's, and fails when
+the compiler kept its accumulators or operands in memory:
   - a vector register stored to a stack slot that the loop's vector instructions read back (a
     spill of a value the loop carries; a loop-invariant constant only read from there costs what
     one read from the program's data does, and a staging buffer a tile load reads is no spill), or
@@ -65,8 +65,8 @@ def loops_of(insns):
     block and the blocks of the edges back to it, from blocks it dominates), those with no loop
     inside that multiply-adds; body is its instructions, wherever the compiler placed them, less
     those of the loops inside it (a k-loop that fetches lines in a small loop of its own is still
-    the k-loop). The entries are the function's first block and the targets of
-    indirect jumps (a switch's): blocks reached only through the padding after a jump."""
+    the k-loop). The entries are the function's first block and the targets of indirect jumps (a
+    switch's): blocks reached only through the padding after a jump."""
     n = len(insns)
     index = {addr: i for i, (addr, _, _) in enumerate(insns)}
     succ = [[] for _ in insns]
@@ -131,6 +131,7 @@ def loops_of(insns):
                             body.add(p)
                             todo.append(p)
                 bodies[h] = bodies.get(h, frozenset()) | body
+
     def fmas(body):
         return any(FMA.match(insns[i][1]) for blk in body for i in blocks[blk])
 

@@ -130,21 +130,21 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 /* the register tile */
 
 /*
+** The k-steps between two bursts of the next rows' fetches (pf, pn lines,
+** spread over the product): the steps run in a loop of their own, W's and
+** X's loads and the VDPBF16PS only. With the fetches in every step, GCC
+** kept one of a step's rows of W on the stack in the 3 x 6 tile, at -O2
+** and -O3 (scripts/check-registers.py).
+*/
+enum { FETCH_STEPS = 8 };
+
+/*
 ** Y[t + i][n + j] = the sum of X's row t + i (packed, rows kp apart) and W's
 ** row n + j (K values, rows K apart), in the order above, for i < R, j < C
 ** (constants where it is inlined: the R x C sums stay in registers). The
 ** last piece of k, when K is not whole steps of 32, comes from a copy of
 ** W's rows with zeros past K (X's packed rows have them already).
 */
-/*
-** The k-steps between two bursts of the next rows' fetches (pf, pn lines,
-** spread over the product): the steps run in a loop of their own, W's and
-** X's loads and the VDPBF16PS only. With the fetches in every step, GCC
-** kept one of a step's rows of W (-O2 and -O3) or one sum (-O3, after a
-** small change) on the stack in some tiles (scripts/check-registers.py).
-*/
-enum { FETCH_STEPS = 8 };
-
 static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, const gm_bf16 *X, int kp,
                                                           const gm_bf16 *W, int K, const char *pf, int pn,
                                                           const int R, const int C)

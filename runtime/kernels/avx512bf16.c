@@ -34,8 +34,9 @@
 ** block's tokens pass over it) against four tokens at a time: a register
 ** tile of 4 x 6 sums, 24 of the 32 zmm registers, ten loads for 24
 ** VDPBF16PS a step of k. A decode step's one token meets eight rows at a time,
-** eight runs of W in flight. Once a token block's outputs are complete, the
-** epilogue (bias, rounding, SwiGLU, the residual add) finishes them.
+** eight runs of W in flight, each fetched 1 KB ahead of its loads. Once a
+** token block's outputs are complete, the epilogue (bias, rounding, SwiGLU,
+** the residual add) finishes them.
 **
 ** Compiled for AVX512_BF16 here, and, as avx512bf16_model.c
 ** ("avx512-bf16-model"), for a software model of VDPBF16PS on AVX2 (v16.h's
@@ -130,13 +131,18 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 /* the register tile */
 
 /*
-** The k-steps between two bursts of the next rows' fetches (pf, pn lines,
-** spread over the product): the steps run in a loop of their own, W's and
-** X's loads and the VDPBF16PS only. With the fetches in every step, GCC
-** kept one of a step's rows of W on the stack in the 3 x 6 tile, at -O2
+** FETCH_STEPS: the k-steps between two bursts of the next rows' fetches (pf,
+** pn lines, spread over the product): the steps run in a loop of their own,
+** W's and X's loads and the VDPBF16PS only. With the fetches in every step,
+** GCC kept one of a step's rows of W on the stack in the 3 x 6 tile, at -O2
 ** and -O3 (scripts/check-registers.py).
+** A single token's product (a decode step) is bound by W's reads alone: it
+** fetches every step, each row's line ROW_AHEAD steps (1 KB) ahead, into L1,
+** and past a row's end the same line of the next rows (pf, rows K * 2 bytes
+** apart). On a Sapphire Rapids that took 0.74-0.76x the time of the
+** bursts to L2, 1 and 2 threads (bench/HISTORY.md).
 */
-enum { FETCH_STEPS = 8 };
+enum { FETCH_STEPS = 8, ROW_AHEAD = 16 };
 
 /*
 ** Y[t + i][n + j] = the sum of X's row t + i (packed, rows kp apart) and W's
@@ -155,11 +161,21 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
 #pragma GCC unroll 8
         for (int j = 0; j < C; j++)
             acc[i][j] = v16_zero();
-    const int whole = K / 32, ps = whole > 0 ? (pn + whole - 1) / whole : 0;
-    for (int s0 = 0; s0 < whole; s0 += FETCH_STEPS) {
-        const int s1 = s0 + FETCH_STEPS < whole ? s0 + FETCH_STEPS : whole;
-        for (int q = s0 * ps; q < s1 * ps && q < pn; q++)
-            __builtin_prefetch(pf + 64 * q, 0, 2); /* to L2 and in: prefetcht1 */
+    const int whole = K / 32, ps = whole > 0 ? (pn + whole - 1) / whole : 0, every = R == 1 ? 1 : FETCH_STEPS;
+    for (int s0 = 0; s0 < whole; s0 += every) {
+        const int s1 = s0 + every < whole ? s0 + every : whole;
+        if (R == 1) /* one token: each row's line ROW_AHEAD steps on, into L1; past its end, the next rows' */
+            for (int j = 0; j < C; j++) {
+                const int a = s0 + ROW_AHEAD;
+                const long q = (long)j * K * 2 / 64 + (a - whole);
+                if (a < whole)
+                    __builtin_prefetch(W + (long)j * K + 32 * a, 0, 3);
+                else if (q < pn)
+                    __builtin_prefetch(pf + 64 * q, 0, 3);
+            }
+        else
+            for (int q = s0 * ps; q < s1 * ps && q < pn; q++)
+                __builtin_prefetch(pf + 64 * q, 0, 2); /* to L2 and in: prefetcht1 */
         for (int s = s0; s < s1; s++) {
             v16w w[DC1];
 #pragma GCC unroll 8

@@ -140,7 +140,9 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 ** fetches every step, each row's line ROW_AHEAD steps (1 KB) ahead, into L1,
 ** and past a row's end the same line of the next rows (pf, rows K * 2 bytes
 ** apart). On a Sapphire Rapids that took 0.74-0.76x the time of the
-** bursts to L2, 1 and 2 threads (bench/HISTORY.md).
+** bursts to L2, 1 and 2 threads (bench/HISTORY.md). (A prefill's last tile
+** of one token gets only its share of the next rows, pn lines from pf, and
+** fetches within that.)
 */
 enum { FETCH_STEPS = 8, ROW_AHEAD = 16 };
 
@@ -167,11 +169,11 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
         if (R == 1) /* one token: each row's line ROW_AHEAD steps on, into L1; past its end, the next rows' */
             for (int j = 0; j < C; j++) {
                 const int a = s0 + ROW_AHEAD;
-                const long q = (long)j * K * 2 / 64 + (a - whole);
+                const long at = (long)j * K * 2 + 64L * (a - whole); /* past the end: bytes into pf */
                 if (a < whole)
                     __builtin_prefetch(W + (long)j * K + 32 * a, 0, 3);
-                else if (q < pn)
-                    __builtin_prefetch(pf + 64 * q, 0, 3);
+                else if (at < 64L * pn)
+                    __builtin_prefetch(pf + at, 0, 3);
             }
         else
             for (int q = s0 * ps; q < s1 * ps && q < pn; q++)

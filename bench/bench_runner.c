@@ -396,15 +396,38 @@ static peak_kind peak_of(tier_id t)
                                    : PEAK_AVX2_FMA;
 }
 
-/* " (share%)" parts of one prefill's profile, averaged over its runs: where the time went */
-static void print_profile(const rt_profile *p, int runs, double seconds)
+enum { MAX_LENS = 8, MAX_REPS = 64, MAX_STEPS = 256, MAX_SAMPLES = 1024 };
+
+/* What a run added to the runner's profile: its own parts (after less before) */
+static rt_profile profile_delta(const rt_profile *after, const rt_profile *before)
 {
-    const double v[] = {p->projections, p->attention, p->elementwise, p->lm_head, p->conversions};
+    return (rt_profile){after->projections - before->projections, after->attention - before->attention,
+                        after->elementwise - before->elementwise, after->lm_head - before->lm_head,
+                        after->conversions - before->conversions};
+}
+
+/*
+** Where the time of one prefill went: each part the median over its runs,
+** its share of the median run (so that a cold first run, whose page faults
+** land in the projections, moves none of them).
+*/
+static void print_profile(const rt_profile *runs, int n, double seconds)
+{
     const char *name[] = {"projections", "attention", "element-wise steps", "LM head", "conversions"};
-    printf("  where the time went (mean of %d): ", runs);
-    for (int i = 0; i < 5; i++)
-        printf("%s%s %.3f s (%.0f%%)", i ? ", " : "", name[i], v[i] / runs, 100.0 * v[i] / runs / seconds);
-    printf("; the rest %.3f s\n", seconds - (v[0] + v[1] + v[2] + v[3] + v[4]) / runs);
+    double sum = 0;
+    printf("  where the time went (median of %d each): ", n);
+    for (int i = 0; i < 5; i++) {
+        double v[MAX_REPS];
+        for (int r = 0; r < n; r++) {
+            const rt_profile *p = &runs[r];
+            const double part[] = {p->projections, p->attention, p->elementwise, p->lm_head, p->conversions};
+            v[r] = part[i];
+        }
+        const double m = median(v, n);
+        sum += m;
+        printf("%s%s %.3f s (%.0f%%)", i ? ", " : "", name[i], m, 100.0 * m / seconds);
+    }
+    printf("; the rest %.3f s\n", seconds - sum);
 }
 
 /* A comma-separated list of positive numbers into v[0..max); how many. */
@@ -423,8 +446,6 @@ static int parse_list(const char *s, int *v, int max)
     }
     return n;
 }
-
-enum { MAX_LENS = 8, MAX_REPS = 64, MAX_STEPS = 256, MAX_SAMPLES = 1024 };
 
 static void usage(void)
 {
@@ -682,6 +703,7 @@ int main(int argc, char **argv)
     const int cap = max_len + steps + 64;
     static rt_session *sess[MAX_TIERS][2];
     static rt_profile prof[MAX_TIERS][2]; /* each session's, emptied before each prompt length */
+    static rt_profile run_prof[MAX_TIERS][2][MAX_REPS]; /* what each run added to it */
     for (int ti = 0; ti < n_tiers; ti++) {
         const gm_wform f = gm_kernels_info(tn[ti])->wform;
         gm_kernels_select(tn[ti]);
@@ -779,12 +801,14 @@ int main(int argc, char **argv)
                         pk_all[ti][k][n_pk[ti][k]++] = pk;
                     if (n_bw[k] < MAX_SAMPLES)
                         bw_all[k][n_bw[k]++] = bw;
+                    const rt_profile before = prof[ti][k];
                     t0 = now();
                     if (rt_prefill(sess[ti][k], tokens, T, &res, &st)) {
                         fprintf(stderr, "bench_runner: %s\n", st.msg);
                         return 1;
                     }
                     sec[ti][k][r] = now() - t0;
+                    run_prof[ti][k][r] = profile_delta(&prof[ti][k], &before);
                     rt_result_free(&res);
                     bwk[ti][k][r] = bw;
                     pr[ti][k][r] = have_peak ? flops[j] / sec[ti][k][r] / 1e9 / pk : 0;
@@ -830,10 +854,7 @@ int main(int argc, char **argv)
                        "(%.3f s at %.1f GB/s)%s; %.1f GFLOP/s%s\n",
                        T, tn[ti], nthr[k], k ? "s" : "", sm, R, f, bytes / 1e9 / median(bwk[ti][k], R),
                        median(bwk[ti][k], R), ftarget, flops[j] / sm / 1e9, ppart);
-                double mean = 0;
-                for (int r = 0; r < R; r++)
-                    mean += sec[ti][k][r] / R;
-                print_profile(&prof[ti][k], R, mean);
+                print_profile(run_prof[ti][k], R, sm);
                 if (ti == 0 && tmeasure[k] && tcount[k] > 0) {
                     const double ts = median(tsec[k], tcount[k]);
                     if (j == 0)

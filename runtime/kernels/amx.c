@@ -24,14 +24,15 @@
 ** partial sums kept in Y between the pieces), and a block is about a
 ** megabyte of W per piece, so that it stays in L2 while every token block
 ** passes over it. Up to 32 tokens (a decode step, a short prompt) meet W
-** in one pass, with nothing to keep in L2, and k runs whole however long:
-** each row of W is then one run of memory, not pieces read at different
-** times (down's rows of 8960, nk_block alone on 2 threads of a Xeon: one
-** token in 5 pieces at 24 GB/s, whole at 32; 32 tokens at 19 and 30). The first pass, which reads W from memory, takes a
-** stripe's two A tiles one after the other (half_run: 16 rows of W read
-** side by side stream faster than 32); the later ones, from L2, load each
-** of the four tiles once a step. A finished C tile is turned back to Y's (token, output)
-** order, and once the block's outputs for two token blocks are complete,
+** in one pass, with nothing to keep in L2, and k runs whole however long
+** (gm_nk_kc): each row of W is then one run of memory, not pieces read at
+** different times (down's rows of 8960, nk_block alone on 2 threads of a
+** Xeon: one token in 5 pieces at 24 GB/s, whole at 32; 32 tokens at 19
+** and 30). The first pass, which reads W from memory, takes a stripe's
+** two A tiles one after the other (half_run: 16 rows of W read side by
+** side stream faster than 32); the later ones, from L2, load each of the
+** four tiles once a step. A finished C tile is turned back to Y's (token,
+** output) order, and once the block's outputs for two token blocks are complete,
 ** the epilogue (bias, rounding, SwiGLU, the residual add) finishes them
 ** while they are in cache.
 **
@@ -357,7 +358,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
     float stage[SG][4][256] __attribute__((aligned(64)));
     gm_bf16 edge[2][16 * 32] __attribute__((aligned(64)));
     const int T = b->T, K = b->K, N = b->o->N, nt = tile_tokens(T), tblocks = (T + 15) / 16, steps = (K + 31) / 32;
-    const int pair = b->o2 != NULL, h = pair ? 16 : 32, kc = tblocks <= 2 ? K : gm_nk_kc(K);
+    const int pair = b->o2 != NULL, h = pair ? 16 : 32, kc = gm_nk_kc(T, K);
     const gm_out *o0 = b->o, *o1 = pair ? b->o2 : b->o;
     tile_config cfg;
     memset(&cfg, 0, sizeof cfg);

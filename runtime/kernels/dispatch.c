@@ -394,7 +394,7 @@ static void nk_pack_block(void *ctx, int i)
 */
 static int nk_rows(const mm_job *j, int N, int threads)
 {
-    const int unit = j->step == 2 ? 16 : 32, fit = GM_NK_BLOCK / (2 * j->step * gm_nk_kc(j->K));
+    const int unit = j->step == 2 ? 16 : 32, fit = GM_NK_BLOCK / (2 * j->step * gm_nk_kc(j->T, j->K));
     int parts = j->T > 32 ? (N + fit - 1) / fit : 1;
     parts = (parts + threads - 1) / threads * threads; /* as many for each thread */
     const int rows = (N + parts - 1) / parts;

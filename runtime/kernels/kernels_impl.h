@@ -19,13 +19,20 @@ static inline float round1(float v, int round) { return round ? gm_bf16_to_f32(g
 enum {
     KB = 256,      /* k-block: the rows of W a band multiplies before the next */
     GM_BAND = 192, /* output columns per band: a k-block of them (96 KB of bf16) stays in L2 */
-    GM_NK_KC = 2048, /* the longest piece of k a GM_W_NK tile product sums at once */
+    GM_NK_KC = 2048, /* the longest piece of k a GM_W_NK tile product of many tokens sums at once */
     GM_NK_BLOCK = 1 << 20 /* the bytes of W a block of such a product holds per piece of k: its share of L2 */
 };
 
-/* The piece of k a GM_W_NK tile product sums at once: K cut into equal pieces of at most GM_NK_KC, whole k-steps */
-static inline int gm_nk_kc(int K)
+/*
+** The piece of k a GM_W_NK tile product of T tokens sums at once: up to 32
+** tokens (one pass of a block's tiles over W: nothing to keep in L2 for
+** later passes) all of K, each row of W one run of memory; beyond, K cut
+** into equal pieces of at most GM_NK_KC, whole k-steps.
+*/
+static inline int gm_nk_kc(int T, int K)
 {
+    if (T <= 32)
+        return K;
     const int pieces = (K + GM_NK_KC - 1) / GM_NK_KC;
     return ((K + pieces - 1) / pieces + 31) / 32 * 32;
 }

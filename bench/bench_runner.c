@@ -256,7 +256,10 @@ static const char *form_text(char *buf, size_t size, gm_wform f)
     if (gm_wform_panel(f))
         snprintf(buf, size, "(in, out) in panels of %d columns", gm_wform_panel(f));
     else
-        snprintf(buf, size, "%s", f == GM_W_NK ? "(out, in), in place" : "(in, out), transposed");
+        snprintf(buf, size, "%s",
+                 f == GM_W_NK ? (gm_weights_place_arena(GM_PLACE_AUTO, NULL) ? "(out, in), copied into huge pages"
+                                                                          : "(out, in), in place")
+                              : "(in, out), transposed");
     return buf;
 }
 
@@ -407,8 +410,8 @@ static rt_profile profile_delta(const rt_profile *after, const rt_profile *befor
 }
 
 /*
-** Where the time of one prefill went: each part the median over its runs,
-** its share of the median run (so that a cold first run, whose page faults
+** Where the time of one prefill (or decode step) went: each part the median
+** over its runs (steps), its share of the median run (so that a cold first run, whose page faults
 ** land in the projections, moves none of them).
 */
 static void print_profile(const rt_profile *runs, int n, double seconds)
@@ -417,7 +420,7 @@ static void print_profile(const rt_profile *runs, int n, double seconds)
     double sum = 0;
     printf("  where the time went (median of %d each): ", n);
     for (int i = 0; i < 5; i++) {
-        double v[MAX_REPS];
+        double v[MAX_STEPS]; /* a prefill's runs or a decode's steps */
         for (int r = 0; r < n; r++) {
             const rt_profile *p = &runs[r];
             const double part[] = {p->projections, p->attention, p->elementwise, p->lm_head, p->conversions};
@@ -882,6 +885,7 @@ int main(int argc, char **argv)
         ** read bandwidth, and PyTorch's step after the first tier's
         */
         static double step[MAX_TIERS][MAX_STEPS], bratio[MAX_TIERS][MAX_STEPS];
+        static rt_profile step_prof[MAX_TIERS][MAX_STEPS];
         double bws[MAX_STEPS], tstep[MAX_STEPS];
         int32_t tok[MAX_TIERS];
         int tsteps = 0, tfit = steps;
@@ -904,12 +908,14 @@ int main(int argc, char **argv)
                     bws[i] = bw;
                 if (n_bw[K - 1] < MAX_SAMPLES)
                     bw_all[K - 1][n_bw[K - 1]++] = bw;
+                const rt_profile before = prof[ti][K - 1];
                 t0 = now();
                 if (rt_decode_step(sess[ti][K - 1], tok[ti], &res, &st)) {
                     fprintf(stderr, "bench_runner: %s\n", st.msg);
                     return 1;
                 }
                 step[ti][i] = now() - t0;
+                step_prof[ti][i] = profile_delta(&prof[ti][K - 1], &before);
                 bratio[ti][i] = bytes / step[ti][i] / 1e9 / bw;
                 tok[ti] = res.top1;
                 rt_result_free(&res);
@@ -925,6 +931,7 @@ int main(int argc, char **argv)
                    "of weights, %.0f%% of the read bandwidth (%.1f GB/s) (target >= 90%%)%s\n",
                    T, tn[ti], cores, 1.0 / ds, ds * 1e3, steps, bytes / ds / 1e9, 100.0 * dr, median(bws, steps),
                    dr > 1.0 ? "; above 100%: the probe reads slower than decode does" : "");
+            print_profile(step_prof[ti], steps, ds);
             if (ti == 0 && tsteps > 0) {
                 const double ts = median(tstep, tsteps);
                 printf("  PyTorch decode (KV cache), %d threads: %.1f ms/token (median of %d steps after a warm-up); "

@@ -213,7 +213,7 @@ Test(models, the_registry_loads_in_the_form_the_running_tier_reads)
         rt_model m;
         e->view(w, layers, &m);
         cr_assert_eq(m.wform, gm_kernels_info(t)->wform, "%s: loaded in form %d", t, m.wform);
-        /* the AMX and AVX512_BF16 tiers read HF's (out, in) in place; the FMA tiers panels as wide as their register tiles */
+        /* the AMX and AVX512_BF16 tiers read HF's (out, in) as the file holds it; the FMA tiers panels as wide as their register tiles */
         const gm_wform want = !strncmp(t, "amx", 3) || !strncmp(t, "avx512-bf16", 11) ? GM_W_NK
                               : !strncmp(t, "avx512", 6)                             ? GM_W_PANEL32
                                                                                       : GM_W_PANEL16;

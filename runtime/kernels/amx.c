@@ -8,7 +8,7 @@
 ** along k. W's rows are contiguous along k, which is what an A operand is,
 ** so the product is computed transposed, Y^T = W X^T: 16 rows of W (16
 ** outputs) by 32 values of k load straight into an A tile from wherever W
-** lies (the loader maps the file: no copy, no transform), and X, small, is
+** lies (as the file holds it: no transform), and X, small, is
 ** packed once per call into B tiles of pairs (nk_pack: 16 tokens by 16
 ** pairs of k a tile). So a product reads each weight byte once, into
 ** tiles, and does nothing else with it. nk_pack accepts X only when every

@@ -44,7 +44,8 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 
 /*
 ** One tensor of the load: where its bytes are and where they go. A float
-** tensor is used in place or converted (or transposed) into the arena; a
+** tensor is used in place, copied (gm_place) or converted (or transposed)
+** into the arena; a
 ** quantized part is kept as the file holds it, in place or copied; a
 ** dequantized projection has no tensor of its own: it is made from its parts.
 */
@@ -163,8 +164,32 @@ static void from_file(item *it, item_kind kind, const st_tensor *t, const st_mod
     it->esize = st_dtype_size(t->dtype);
 }
 
-/* A float tensor: present, with its shape and a float dtype; used in place when it is bf16 kept as is. */
-static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, const st_model *m,
+static _Atomic int place_now = GM_PLACE_AUTO;
+
+void gm_weights_set_place(gm_place place) { place_now = place; }
+
+int gm_weights_place_arena(gm_place place, const char *thp)
+{
+    if (place != GM_PLACE_AUTO)
+        return place == GM_PLACE_ARENA;
+    char buf[256] = "";
+    if (!thp) {
+        FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+        if (f) {
+            if (!fgets(buf, sizeof buf, f))
+                buf[0] = 0;
+            fclose(f);
+        }
+        thp = buf;
+    }
+    return strstr(thp, "[always]") != NULL || strstr(thp, "[madvise]") != NULL;
+}
+
+/*
+** A float tensor: present, with its shape and a float dtype; used in place
+** when it is bf16 kept as is and the load does not copy such tensors (copy).
+*/
+static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout *lay, const st_model *m, int copy,
                       gm_status *st)
 {
     const st_tensor *t;
@@ -172,7 +197,7 @@ static int plan_float(item *it, const gm_tensor_spec *s, const gm_weights_layout
         return st->code;
     from_file(it, ITEM_FLOAT, t, m);
     it->to = !s->transpose || lay->form == GM_W_NK ? 0 : lay->form == GM_W_KN ? 1 : gm_wform_panel(lay->form);
-    it->in_place = read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
+    it->in_place = !copy && read_straight(it) && it->data && (uintptr_t)it->data % 2 == 0;
     return 0;
 }
 
@@ -235,7 +260,8 @@ static int link_parts(plan *p, const gm_tensor_spec *specs, size_t n_specs, size
 
 /*
 ** Plan: check every tensor the specs name (present, shape, dtype), decide
-** where it is held (in place, or its place in the arena, 64-byte aligned),
+** where it is held (in place, or its place in the arena, 64-byte aligned:
+** gm_weights_set_place),
 ** and cut it into pieces of about PIECE_BYTES, whole multiples of 32 rows.
 */
 static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec *specs, size_t n_specs,
@@ -250,6 +276,7 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
         n_items += specs[i].per_layer ? (size_t)lay->n_layers : 1;
     }
     p->quant = lay->quant;
+    const int copy = gm_weights_place_arena((gm_place)place_now, NULL);
     if (!(p->items = calloc(n_items ? n_items : 1, sizeof *p->items))) {
         free(start);
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", dir);
@@ -261,7 +288,7 @@ static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec
             name_of(it->name, sizeof it->name, s, l);
             it->field = field(lay, s, l);
             if (s->quant ? plan_dequant(it, s, lay, st) : s->part ? plan_part(it, s, m, st)
-                                                                  : plan_float(it, s, lay, m, st))
+                                                                  : plan_float(it, s, lay, m, copy, st))
                 break;
             it->offset = p->size;
             if (!it->in_place) {
@@ -365,8 +392,9 @@ static int populate_piece(const plan *p, size_t k)
 
 /*
 ** Task k: piece k's rows into place, from the file's mapping, its pages
-** read in first. Used in place: nothing more. Copied (bf16 at an odd
-** offset, a part not aligned to its element) or converted or transposed:
+** read in first. Used in place: nothing more. Copied (bf16 into the
+** arena's huge pages, or at an odd offset; a part not aligned to its
+** element) or converted or transposed:
 ** BLOCK_ROWS rows at a time into the arena; then the piece's pages are let
 ** go (MADV_DONTNEED: the page cache keeps them), so that the process holds
 ** the arena and what is used in place, and no second copy of the file.

@@ -62,6 +62,33 @@ typedef struct gm_arena {
 } gm_arena;
 
 /*
+** Where the loads that follow hold the tensors the file holds as they are
+** used (bf16, not transposed:
+** GM_W_NK's projections, the embedding, the norms and biases) are held:
+**   GM_PLACE_AUTO    in the arena when the kernel gives it huge pages
+**                    (transparent huge pages "always" or "madvise"), else
+**                    in place (gm_weights_place_arena says which)
+**   GM_PLACE_MAPPED  in place in the file's mapping: nothing copied
+**   GM_PLACE_ARENA   copied into the arena
+** In the arena each tensor starts on a 64-byte line and lies in 2 MB
+** pages; in the mapping it lies at the file's offset (any even one: a
+** safetensors header's length is arbitrary) in the page cache's 4 KB pages,
+** where the tile products read W at 0.55-0.85x the speed (bench/HISTORY.md).
+** Quantized parts, read once by their dequantization, stay in place.
+*/
+typedef enum gm_place { GM_PLACE_AUTO = 0, GM_PLACE_MAPPED, GM_PLACE_ARENA } gm_place;
+
+/* The process's choice for the loads that follow (GM_PLACE_AUTO until set). */
+void gm_weights_set_place(gm_place place);
+
+/*
+** Whether `place` copies such tensors into the arena on this machine. thp:
+** the text of /sys/kernel/mm/transparent_hugepage/enabled (NULL: read it);
+** the mode in brackets, "[always]" or "[madvise]", gives huge pages.
+*/
+int gm_weights_place_arena(gm_place place, const char *thp);
+
+/*
 ** Where the weights live: the Weights struct, its layers array, one layer's
 ** size, the number of layers, the arena that owns the tensors, and the form
 ** the projections are to be held in.
@@ -78,7 +105,8 @@ typedef struct gm_weights_layout {
 
 /*
 ** Load every tensor of specs from the safetensors files in dir into the
-** fields the specs name, in place in the files' mappings or in one arena,
+** fields the specs name, in place in the files' mappings or in one arena
+** (gm_weights_set_place),
 ** using threads threads (<= 0: gm_default_threads()); every page is in
 ** memory when it returns. On failure nothing stays allocated or mapped and
 ** st names the file and tensor.

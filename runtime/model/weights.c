@@ -45,9 +45,9 @@ static void name_of(char *buf, size_t size, const gm_tensor_spec *s, int layer)
 /*
 ** One tensor of the load: where its bytes are and where they go. A float
 ** tensor is used in place, copied (gm_place) or converted (or transposed)
-** into the arena; a
-** quantized part is kept as the file holds it, in place or copied; a
-** dequantized projection has no tensor of its own: it is made from its parts.
+** into the arena; a quantized part is kept as the file holds it, in place
+** or copied; a dequantized projection has no tensor of its own: it is made
+** from its parts.
 */
 typedef enum item_kind { ITEM_FLOAT, ITEM_PART, ITEM_DEQUANT } item_kind;
 
@@ -261,8 +261,8 @@ static int link_parts(plan *p, const gm_tensor_spec *specs, size_t n_specs, size
 /*
 ** Plan: check every tensor the specs name (present, shape, dtype), decide
 ** where it is held (in place, or its place in the arena, 64-byte aligned:
-** gm_weights_set_place),
-** and cut it into pieces of about PIECE_BYTES, whole multiples of 32 rows.
+** gm_weights_set_place), and cut it into pieces of about PIECE_BYTES, whole
+** multiples of 32 rows.
 */
 static int plan_load(plan *p, const gm_weights_layout *lay, const gm_tensor_spec *specs, size_t n_specs,
                      const st_model *m, const char *dir, gm_status *st)
@@ -394,10 +394,10 @@ static int populate_piece(const plan *p, size_t k)
 ** Task k: piece k's rows into place, from the file's mapping, its pages
 ** read in first. Used in place: nothing more. Copied (bf16 into the
 ** arena's huge pages, or at an odd offset; a part not aligned to its
-** element) or converted or transposed:
-** BLOCK_ROWS rows at a time into the arena; then the piece's pages are let
-** go (MADV_DONTNEED: the page cache keeps them), so that the process holds
-** the arena and what is used in place, and no second copy of the file.
+** element) or converted or transposed: BLOCK_ROWS rows at a time into the
+** arena; then the piece's pages are let go (MADV_DONTNEED: the page cache
+** keeps them), so that the process holds the arena and what is used in
+** place, and no second copy of the file.
 ** Dequantized projections are the next pass's.
 */
 static void load_piece(void *ctx, int k)

@@ -62,9 +62,8 @@ typedef struct gm_arena {
 } gm_arena;
 
 /*
-** Where the loads that follow hold the tensors the file holds as they are
-** used (bf16, not transposed:
-** GM_W_NK's projections, the embedding, the norms and biases) are held:
+** Where the loads that follow hold what the file holds as it is used (bf16,
+** not transposed: GM_W_NK's projections, the embedding, the norms, biases):
 **   GM_PLACE_AUTO    in the arena when the kernel gives it huge pages
 **                    (transparent huge pages "always" or "madvise"), else
 **                    in place (gm_weights_place_arena says which)
@@ -73,7 +72,7 @@ typedef struct gm_arena {
 ** In the arena each tensor starts on a 64-byte line and lies in 2 MB
 ** pages; in the mapping it lies at the file's offset (any even one: a
 ** safetensors header's length is arbitrary) in the page cache's 4 KB pages,
-** where the tile products read W at 0.55-0.85x the speed (bench/HISTORY.md).
+** where the tile products read W at 0.5-0.95x the speed (bench/bench_place).
 ** Quantized parts, read once by their dequantization, stay in place.
 */
 typedef enum gm_place { GM_PLACE_AUTO = 0, GM_PLACE_MAPPED, GM_PLACE_ARENA } gm_place;
@@ -106,9 +105,8 @@ typedef struct gm_weights_layout {
 /*
 ** Load every tensor of specs from the safetensors files in dir into the
 ** fields the specs name, in place in the files' mappings or in one arena
-** (gm_weights_set_place),
-** using threads threads (<= 0: gm_default_threads()); every page is in
-** memory when it returns. On failure nothing stays allocated or mapped and
+** (gm_weights_set_place), using threads threads (<= 0:
+** gm_default_threads()); every page is in memory when it returns. On failure nothing stays allocated or mapped and
 ** st names the file and tensor.
 */
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,

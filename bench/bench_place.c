@@ -3,7 +3,7 @@
 ** it, from the file's mapping (the page cache's 4 KB pages, the tensor at
 ** the file's offset: 8 past a cache line here, as bench_runner's model
 ** has it), against the same bytes copied into fresh memory in 2 MB pages,
-** each row group on a 64-byte line (the loader's arena, gm_place). Pairs in
+** each matrix on a 64-byte line (the loader's arena, gm_place). Pairs in
 ** turns, in one run, on the running tier or every tier the CPU has
 ** (--tiers); on 1 thread and on every core.
 **
@@ -31,31 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "gm/kernels.h"
 #include "gm/pool.h"
 
 enum { MAX_REPS = 64, OFFSET = 8 }; /* bytes past a line where the tensor starts in the file */
 
 static const size_t SPAN = 1u << 30; /* the bytes of W a figure reads */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct shape {
     const char *name;

@@ -53,31 +53,13 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/safetensors.h"
+#include "bench_util.h"
 #include "peaks.h"
 #include "qwen2_1_5b_instruct_awq/qwen2_1_5b_instruct_awq_weights.h" /* --quant awq: its arena's dequantization time */
 
 #define MODEL "qwen2_1_5b"
 
 extern const gm_model_entry *const gm_bench_quant_models[]; /* bench/CMakeLists.txt: the AWQ model of --quant awq */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static inline uint32_t next(void)

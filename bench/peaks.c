@@ -9,14 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "gm/cpu.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One thread's share of a sample: a peak loop or a read of its part. */
 typedef struct worker {

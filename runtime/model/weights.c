@@ -391,13 +391,39 @@ static int populate_piece(const plan *p, size_t k)
 }
 
 /*
-** Task k: piece k's rows into place, from the file's mapping, its pages
-** read in first. Used in place: nothing more. Copied (bf16 into the
+** Piece k's bytes, copied as they are, read from the file into dst (pread,
+** as a copying loader at its least does: the page cache's pages are
+** neither mapped nor let go again); a read error or a file that ends early
+** is the load's, in errors[k].
+*/
+static void read_piece(const plan *p, size_t k, uint8_t *dst)
+{
+    const piece *pc = &p->pieces[k];
+    const item *it = pc->it;
+    const size_t rb = row_bytes(it), n = (pc->r1 - pc->r0) * rb;
+    const uint64_t off = it->src.offset + pc->r0 * rb;
+    for (size_t got = 0; got < n;) {
+        const ssize_t r = pread(it->src.fd, dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            gm_fail(&p->errors[k], GM_EIO, "%s: tensor '%s': read failed at byte %llu: %s", it->src.path, it->t->name,
+                    (unsigned long long)(off + got), r < 0 ? strerror(errno) : "the file ends there");
+            return;
+        }
+        got += (size_t)r;
+    }
+}
+
+/*
+** Task k: piece k's rows into place. Copied as they are (bf16 into the
 ** arena's huge pages, or at an odd offset; a part not aligned to its
-** element) or converted or transposed: BLOCK_ROWS rows at a time into the
-** arena; then the piece's pages are let go (MADV_DONTNEED: the page cache
-** keeps them), so that the process holds the arena and what is used in
-** place, and no second copy of the file.
+** element): read from the file straight into the arena (read_piece). Else
+** from the file's mapping, its pages read in first. Used in place: nothing
+** more. Converted or transposed: BLOCK_ROWS rows at a time into the arena;
+** then the piece's pages are let go (MADV_DONTNEED: the page cache keeps
+** them), so that the process holds the arena and what is used in place, and
+** no second copy of the file.
 ** Dequantized projections are the next pass's.
 */
 static void load_piece(void *ctx, int k)
@@ -406,18 +432,23 @@ static void load_piece(void *ctx, int k)
     const piece *pc = &p->pieces[k];
     const item *it = pc->it;
     const size_t rows = it->rows, cols = it->cols, rb = row_bytes(it);
-    if (it->kind == ITEM_DEQUANT || populate_piece(p, (size_t)k) || it->in_place)
+    if (it->kind == ITEM_DEQUANT)
         return;
     uint8_t *dst = dst_of(p, it);
+    if (!it->in_place && read_straight(it) && it->src.fd >= 0) {
+        read_piece(p, (size_t)k, dst + pc->r0 * rb);
+        return;
+    }
+    if (populate_piece(p, (size_t)k) || it->in_place)
+        return;
     const uint8_t *src = (const uint8_t *)it->data + pc->r0 * rb;
-    if (read_straight(it)) {
+    if (read_straight(it))
         memcpy(dst + pc->r0 * rb, src, (pc->r1 - pc->r0) * rb);
-    } else {
+    else
         for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
             const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
             gm_convert_rows((gm_bf16 *)(void *)dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
         }
-    }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const uintptr_t from = ((uintptr_t)src + page - 1) / page * page; /* whole pages of this piece only */
     const uintptr_t to = ((uintptr_t)src + (pc->r1 - pc->r0) * rb) / page * page;

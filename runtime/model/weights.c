@@ -396,11 +396,12 @@ static int populate_piece(const plan *p, size_t k)
 ** neither mapped nor let go again); a read error or a file that ends early
 ** is the load's, in errors[k].
 */
-static void read_piece(const plan *p, size_t k, uint8_t *dst)
+static void read_piece(const plan *p, size_t k)
 {
     const piece *pc = &p->pieces[k];
     const item *it = pc->it;
     const size_t rb = row_bytes(it), n = (pc->r1 - pc->r0) * rb;
+    uint8_t *dst = (uint8_t *)dst_of(p, it) + pc->r0 * rb;
     const uint64_t off = it->src.offset + pc->r0 * rb;
     for (size_t got = 0; got < n;) {
         const ssize_t r = pread(it->src.fd, dst + got, n - got, (off_t)(off + got));
@@ -434,21 +435,18 @@ static void load_piece(void *ctx, int k)
     const size_t rows = it->rows, cols = it->cols, rb = row_bytes(it);
     if (it->kind == ITEM_DEQUANT)
         return;
-    uint8_t *dst = dst_of(p, it);
-    if (!it->in_place && read_straight(it) && it->src.fd >= 0) {
-        read_piece(p, (size_t)k, dst + pc->r0 * rb);
+    if (!it->in_place && read_straight(it)) {
+        read_piece(p, (size_t)k);
         return;
     }
     if (populate_piece(p, (size_t)k) || it->in_place)
         return;
+    gm_bf16 *dst = dst_of(p, it);
     const uint8_t *src = (const uint8_t *)it->data + pc->r0 * rb;
-    if (read_straight(it))
-        memcpy(dst + pc->r0 * rb, src, (pc->r1 - pc->r0) * rb);
-    else
-        for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
-            const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
-            gm_convert_rows((gm_bf16 *)(void *)dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
-        }
+    for (size_t r = pc->r0; r < pc->r1; r += BLOCK_ROWS) {
+        const size_t n = pc->r1 - r < BLOCK_ROWS ? pc->r1 - r : BLOCK_ROWS;
+        gm_convert_rows(dst, src + (r - pc->r0) * rb, it->type, rows, cols, r, r + n, it->to);
+    }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     const uintptr_t from = ((uintptr_t)src + page - 1) / page * page; /* whole pages of this piece only */
     const uintptr_t to = ((uintptr_t)src + (pc->r1 - pc->r0) * rb) / page * page;

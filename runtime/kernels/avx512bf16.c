@@ -137,12 +137,15 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 ** GCC kept one of a step's rows of W on the stack in the 3 x 6 tile, at -O2
 ** and -O3 (scripts/check-registers.py).
 ** A single token's product (a decode step) is bound by W's reads alone: it
-** fetches every step, each row's line ROW_AHEAD steps (1 KB) ahead, into L1,
-** and past a row's end the same line of the next rows (pf, rows K * 2 bytes
-** apart). On a Sapphire Rapids that took 0.74-0.76x the time of the
-** bursts to L2, 1 and 2 threads (bench/HISTORY.md). (A prefill's last tile
-** of one token gets only its share of the next rows, pn lines from pf, and
-** fetches within that.)
+** fetches every step, each row's line ROW_AHEAD steps (1 KB) ahead, into L2
+** (prefetcht1), and past a row's end the same line of the next rows (pf,
+** rows K * 2 bytes apart). On a Zen 4, the tier's own CPU, that took
+** 0.65-0.88x the time of the same fetch into L1 (2 KB ahead about the same,
+** 512 bytes slower) and 0.84-0.93x the time of the bursts to L2 that the
+** prefills keep (bench/HISTORY.md). On a Sapphire Rapids the fetch into L1
+** took 0.74-0.76x the time of the bursts; the AMX tier's fetch there is as
+** fast into L2 as into L1. (A prefill's last tile of one token gets only
+** its share of the next rows, pn lines from pf, and fetches within that.)
 */
 enum { FETCH_STEPS = 8, ROW_AHEAD = 16 };
 
@@ -166,14 +169,14 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
     const int whole = K / 32, ps = whole > 0 ? (pn + whole - 1) / whole : 0, every = R == 1 ? 1 : FETCH_STEPS;
     for (int s0 = 0; s0 < whole; s0 += every) {
         const int s1 = s0 + every < whole ? s0 + every : whole;
-        if (R == 1) /* one token: each row's line ROW_AHEAD steps on, into L1; past its end, the next rows' */
+        if (R == 1) /* one token: each row's line ROW_AHEAD steps on, into L2; past its end, the next rows' */
             for (int j = 0; j < C; j++) {
                 const int a = s0 + ROW_AHEAD;
                 const long at = (long)j * K * 2 + 64L * (a - whole); /* past the end: bytes into pf */
                 if (a < whole)
-                    __builtin_prefetch(W + (long)j * K + 32 * a, 0, 3);
+                    __builtin_prefetch(W + (long)j * K + 32 * a, 0, 2);
                 else if (at < 64L * pn)
-                    __builtin_prefetch(pf + at, 0, 3);
+                    __builtin_prefetch(pf + at, 0, 2);
             }
         else
             for (int q = s0 * ps; q < s1 * ps && q < pn; q++)

@@ -126,6 +126,26 @@ static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, 
             y[n] += x[k] * gm_bf16_to_f32(W[(long)k * ldw + n]);
 }
 
+/*
+** y[0..m) = x[0..K) @ the m columns at w (rows ld apart), each sum in k
+** order; m a constant where it is inlined, so that the sums stay in
+** registers (micro_row above).
+*/
+static inline __attribute__((always_inline)) void panel_row(float *y, const float *x, const gm_bf16 *w, long ld,
+                                                             int K, const int m)
+{
+    float acc[32];
+    for (int j = 0; j < m; j++)
+        acc[j] = 0.0f;
+    for (int k = 0; k < K; k++) {
+        const float xk = x[k];
+#pragma GCC unroll 32
+        for (int j = 0; j < m; j++)
+            acc[j] += xk * gm_bf16_to_f32(w[(long)k * ld + j]);
+    }
+    memcpy(y, acc, sizeof(float) * (size_t)m);
+}
+
 /* One row against W in panels of P: each panel's columns in [n0, n1), its rows in order. */
 static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int K, int N, int P, int n0, int n1)
 {
@@ -133,11 +153,19 @@ static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int
         long ld;
         const gm_bf16 *w = gm_w_col(W, N, P, K, n, &ld);
         const int end = n / P * P + (int)ld, m = (end < n1 ? end : n1) - n; /* the panel's columns from n */
-        for (int j = 0; j < m; j++)
-            y[n + j] = 0.0f;
-        for (int k = 0; k < K; k++)
+        if (m == 16)
+            panel_row(y + n, x, w, ld, K, 16);
+        else if (m == 32)
+            panel_row(y + n, x, w, ld, K, 32);
+        else if (m < 32)
+            panel_row(y + n, x, w, ld, K, m);
+        else {
             for (int j = 0; j < m; j++)
-                y[n + j] += x[k] * gm_bf16_to_f32(w[(long)k * ld + j]);
+                y[n + j] = 0.0f;
+            for (int k = 0; k < K; k++)
+                for (int j = 0; j < m; j++)
+                    y[n + j] += x[k] * gm_bf16_to_f32(w[(long)k * ld + j]);
+        }
         n += m;
     }
 }
@@ -150,6 +178,30 @@ static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_
             s += X[(long)r * ldx + k] * gm_bf16_to_f32(Wn[k]);
         Y[(long)r * ldy] = s;
     }
+}
+
+/*
+** One row of X against rows [n0, n1) of W (out, in): each output dot_portable's
+** one sum in k order, four rows of W side by side so that four chains of
+** additions overlap (one chain waits on each add: a quarter of the speed).
+*/
+static void dot_rows_portable(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
+{
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) {
+        const gm_bf16 *w0 = W + (long)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float x = X[k];
+            s0 += x * gm_bf16_to_f32(w0[k]);
+            s1 += x * gm_bf16_to_f32(w1[k]);
+            s2 += x * gm_bf16_to_f32(w2[k]);
+            s3 += x * gm_bf16_to_f32(w3[k]);
+        }
+        Y[n] = s0, Y[n + 1] = s1, Y[n + 2] = s2, Y[n + 3] = s3;
+    }
+    for (; n < n1; n++)
+        dot_portable(Y + n, 0, X, 0, W + (long)n * K, K, 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -364,7 +416,7 @@ const gm_tier gm_tier_portable = {
     .gemv = gemv_portable,
     .gemv_panels = gemv_panels_portable,
     .dot = dot_portable,
-    .dot_rows = NULL,
+    .dot_rows = dot_rows_portable,
     .finish = finish_portable,
     .add_round = add_round_portable,
     .norm_scale = norm_scale_portable,

@@ -6,8 +6,11 @@ usage: check-registers.py OBJECT...
 Disassembles each object (objdump -d) and finds its innermost product loops (from the control-flow
 graph's blocks, their dominators and the edges back to a dominating header), each with its own
 instructions (not those of a loop inside it). A loop with at least MIN_FMAS multiply-adds (vfmadd*,
-vfnmadd*, vfmsub*, vdpbf16ps), or with tile products (tdpbf16ps), is a product's, and fails when
-the compiler kept its accumulators or operands in memory:
+vfnmadd*, vfmsub*, vdpbf16ps; in the portable tier's baseline x86-64 code, which has no FMA, its SSE
+adds when it multiplies as often: a heuristic that holds for the project's own -O2 build and clang's,
+while at -O3 GCC's unrolled remainder of the one-row (in, out) product and swiglu's exp trip it), or
+with tile products (tdpbf16ps), is a product's, and fails when the compiler kept its accumulators or
+operands in memory:
   - a vector register stored to a stack slot that the loop's vector instructions read back (a
     spill of a value the loop carries; a loop-invariant constant only read from there costs what
     one read from the program's data does, and a staging buffer a tile load reads is no spill), or
@@ -26,6 +29,9 @@ import sys
 
 MIN_FMAS = 4
 FMA = re.compile(r"^(vfn?m(add|sub)[0-9]+[ps][sd]|vdpbf16ps|tdpbf16ps)$")
+SSE_ADD = re.compile(r"^add[ps]s$")
+SSE_MUL = re.compile(r"^mul[ps]s$")
+STORE = re.compile(r"^v?mov(aps|ups|ss|dqa|dqu|dqa64|dqu64|dqu32)$")
 FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
 INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 STACK = re.compile(r"\(%rsp[,)]")
@@ -148,6 +154,10 @@ def loops_of(insns):
 def check_loop(body, frame):
     """(FMAs, [what fails]) of one loop's instructions; frame: %rbp is the function's frame pointer."""
     fmas = [(mn, ops) for _, mn, ops in body if FMA.match(mn)]
+    if not fmas:  # code for the baseline x86-64 (the portable tier): a multiply and an add, each an SSE instruction
+        adds = [(mn, ops) for _, mn, ops in body if SSE_ADD.match(mn)]
+        if sum(1 for _, mn, _ in body if SSE_MUL.match(mn)) >= len(adds):
+            fmas = adds
     tiles = any(mn == "tdpbf16ps" for mn, _ in fmas)
     if len(fmas) < MIN_FMAS and not tiles:
         return 0, []
@@ -161,7 +171,7 @@ def check_loop(body, frame):
         mem = memory_operand(ops)
         if mem is None or not VREG.search(ops) or mn.startswith("prefetch"):
             continue
-        if mn.startswith("vmov") and ops.rsplit(",", 1)[-1].strip().endswith(")"):
+        if STORE.match(mn) and ops.rsplit(",", 1)[-1].strip().endswith(")"):
             stores.append((addr, mn, ops, mem))
         else:
             reads.add(mem)

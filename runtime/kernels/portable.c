@@ -47,32 +47,58 @@ static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, 
 }
 
 /*
-** y[0..nr) += x[0..kb) @ P (a packed panel of nr columns), each sum in k
-** order. Where it is inlined with nr the constant NR, the compiler keeps the
-** NR sums in registers: with nr known only at run time GCC kept them in
-** memory, a load, an add and a store a product, 4x slower on a Zen 4.
+** y[0..m) += x[0..kb) @ columns [0, m) of P (rows ld floats apart), each
+** sum in k order, m a constant where it is inlined: 4 sums a vector of
+** GCC's (SSE on x86-64; every operation lane-wise, the same bits as one at
+** a time), kept in registers. With plain loops over a run-time width GCC
+** kept the sums on the stack, a load, an add and a store a product (4-5x
+** slower on a Zen 4). A whole panel (NR) is six vectors; the last panel's
+** columns go 4 and then 1 at a time.
 */
-static inline __attribute__((always_inline)) void micro_row(float *y, const float *x, const float *P, int kb,
-                                                            const int nr)
+typedef float v4f __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) void micro_row(float *y, const float *x, const float *P, long ld, int kb,
+                                                            const int m)
 {
-    float acc[NR];
-    memcpy(acc, y, sizeof(float) * (size_t)nr);
+    v4f acc[NR / 4];
+    for (int q = 0; q < m / 4; q++)
+        memcpy(&acc[q], y + 4 * q, sizeof acc[q]);
     for (int k = 0; k < kb; k++) {
-        const float xk = x[k];
-#pragma GCC unroll 24
-        for (int j = 0; j < nr; j++)
-            acc[j] += xk * P[(long)k * nr + j];
+        const v4f xk = {x[k], x[k], x[k], x[k]};
+#pragma GCC unroll 6
+        for (int q = 0; q < m / 4; q++) {
+            v4f p;
+            memcpy(&p, P + (long)k * ld + 4 * q, sizeof p);
+            acc[q] += xk * p;
+        }
     }
-    memcpy(y, acc, sizeof(float) * (size_t)nr);
+    for (int q = 0; q < m / 4; q++)
+        memcpy(y + 4 * q, &acc[q], sizeof acc[q]);
+}
+
+/* y[0] += x[0..kb) @ column 0 of P (rows ld apart): one sum in k order */
+static inline void micro_col(float *y, const float *x, const float *P, long ld, int kb)
+{
+    float s = *y;
+    for (int k = 0; k < kb; k++)
+        s += x[k] * P[(long)k * ld];
+    *y = s;
 }
 
 static void micro_portable(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
 {
     for (int r = 0; r < rows; r++) {
-        if (nr == NR)
-            micro_row(Y + r * ldy, X + r * ldx, P, kb, NR);
-        else
-            micro_row(Y + r * ldy, X + r * ldx, P, kb, nr);
+        float *y = Y + r * ldy;
+        const float *x = X + r * ldx;
+        if (nr == NR) {
+            micro_row(y, x, P, NR, kb, NR);
+            continue;
+        }
+        int j = 0;
+        for (; j + 4 <= nr; j += 4)
+            micro_row(y + j, x, P + j, nr, kb, 4);
+        for (; j < nr; j++)
+            micro_col(y + j, x, P + j, nr, kb);
     }
 }
 
@@ -121,15 +147,26 @@ static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, 
     (void)fetch_ahead;
     for (int n = n0; n < n1; n++)
         y[n] = 0.0f;
-    for (int k = 0; k < K; k++) /* rows of W in order: one pass over memory */
+    int k = 0;
+    for (; k + 4 <= K; k += 4) { /* rows of W in order, four at a time into y: one pass over memory */
+        const gm_bf16 *w = W + (long)k * ldw;
+        for (int n = n0; n < n1; n++) {
+            float s = y[n];
+            s += x[k] * gm_bf16_to_f32(w[n]);
+            s += x[k + 1] * gm_bf16_to_f32(w[ldw + n]);
+            s += x[k + 2] * gm_bf16_to_f32(w[2 * ldw + n]);
+            s += x[k + 3] * gm_bf16_to_f32(w[3 * ldw + n]);
+            y[n] = s;
+        }
+    }
+    for (; k < K; k++)
         for (int n = n0; n < n1; n++)
             y[n] += x[k] * gm_bf16_to_f32(W[(long)k * ldw + n]);
 }
 
 /*
 ** y[0..m) = x[0..K) @ the m columns at w (rows ld apart), each sum in k
-** order; m a constant where it is inlined, so that the sums stay in
-** registers (micro_row above).
+** order; m a constant where it is inlined, as in micro_row.
 */
 static inline __attribute__((always_inline)) void panel_row(float *y, const float *x, const gm_bf16 *w, long ld,
                                                              int K, const int m)
@@ -153,19 +190,13 @@ static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int
         long ld;
         const gm_bf16 *w = gm_w_col(W, N, P, K, n, &ld);
         const int end = n / P * P + (int)ld, m = (end < n1 ? end : n1) - n; /* the panel's columns from n */
-        if (m == 16)
-            panel_row(y + n, x, w, ld, K, 16);
-        else if (m == 32)
-            panel_row(y + n, x, w, ld, K, 32);
-        else if (m < 32)
-            panel_row(y + n, x, w, ld, K, m);
-        else {
-            for (int j = 0; j < m; j++)
-                y[n + j] = 0.0f;
-            for (int k = 0; k < K; k++)
-                for (int j = 0; j < m; j++)
-                    y[n + j] += x[k] * gm_bf16_to_f32(w[(long)k * ld + j]);
-        }
+        int j = 0;
+        for (; j + 16 <= m; j += 16)
+            panel_row(y + n + j, x, w + j, ld, K, 16);
+        for (; j + 4 <= m; j += 4)
+            panel_row(y + n + j, x, w + j, ld, K, 4);
+        for (; j < m; j++)
+            panel_row(y + n + j, x, w + j, ld, K, 1);
         n += m;
     }
 }

@@ -304,8 +304,8 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     ** run the hardware tier end to end). The FMA tiers' dot products sum in
     ** lanes: within a bf16 ulp of the reference.
     */
-    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {2, 64, 48}, {7, 260, 200}, {32, 513, 390},
-                             {33, 96, 263}, {70, 2100, 40},
+    const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {1, 520, 301}, /* a row's rows left past whole regions */
+                             {2, 64, 48}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}, {70, 2100, 40},
                              {1030, 1600, 32}}; /* a long prompt: the FMA tiers' longer k-blocks (GM_LONG_KB) */
     gm_pool *pool = gm_pool_new(2);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

@@ -34,9 +34,10 @@
 ** block's tokens pass over it) against four tokens at a time: a register
 ** tile of 4 x 6 sums, 24 of the 32 zmm registers, ten loads for 24
 ** VDPBF16PS a step of k. A decode step's one token meets eight rows at a time,
-** eight runs of W in flight, each fetched 1 KB ahead of its loads. Once a
-** token block's outputs are complete, the epilogue (bias, rounding, SwiGLU,
-** the residual add) finishes them.
+** one from each eighth of its rows (nk_row), eight runs of W far apart, each
+** fetched 1 KB ahead of its loads. Once a token block's outputs are
+** complete, the epilogue (bias, rounding, SwiGLU, the residual add) finishes
+** them.
 **
 ** Compiled for AVX512_BF16 here, and, as avx512bf16_model.c
 ** ("avx512-bf16-model"), for a software model of VDPBF16PS on AVX2 (v16.h's
@@ -150,14 +151,15 @@ static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b
 enum { FETCH_STEPS = 8, ROW_AHEAD = 16 };
 
 /*
-** Y[t + i][n + j] = the sum of X's row t + i (packed, rows kp apart) and W's
-** row n + j (K values, rows K apart), in the order above, for i < R, j < C
-** (constants where it is inlined: the R x C sums stay in registers). The
-** last piece of k, when K is not whole steps of 32, comes from a copy of
-** W's rows with zeros past K (X's packed rows have them already).
+** Y[i * ldy + j * ldc] = the sum of X's row i (packed, rows kp apart) and
+** W's row j (K values; the tile's rows ldr apart: K, or a decode step's
+** regions apart), in the order above, for i < R, j < C (constants where it
+** is inlined: the R x C sums stay in registers). The last piece of k, when
+** K is not whole steps of 32, comes from a copy of W's rows with zeros past
+** K (X's packed rows have them already).
 */
-static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, const gm_bf16 *X, int kp,
-                                                          const gm_bf16 *W, int K, const char *pf, int pn,
+static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, long ldc, const gm_bf16 *X, int kp,
+                                                          const gm_bf16 *W, int K, long ldr, const char *pf, int pn,
                                                           const int R, const int C)
 {
     v16 acc[DR][DC1];
@@ -172,9 +174,9 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
         if (R == 1) /* one token: each row's line ROW_AHEAD steps on, into L2; past its end, the next rows' */
             for (int j = 0; j < C; j++) {
                 const int a = s0 + ROW_AHEAD;
-                const long at = (long)j * K * 2 + 64L * (a - whole); /* past the end: bytes into pf */
+                const long at = j * ldr * 2 + 64L * (a - whole); /* past the end: bytes into pf */
                 if (a < whole)
-                    __builtin_prefetch(W + (long)j * K + 32 * a, 0, 2);
+                    __builtin_prefetch(W + j * ldr + 32 * a, 0, 2);
                 else if (at < 64L * pn)
                     __builtin_prefetch(pf + at, 0, 2);
             }
@@ -185,7 +187,7 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
             v16w w[DC1];
 #pragma GCC unroll 8
             for (int j = 0; j < C; j++)
-                w[j] = v16w_load(W + (long)j * K + 32 * s);
+                w[j] = v16w_load(W + j * ldr + 32 * s);
 #pragma GCC unroll 8
             for (int i = 0; i < R; i++) {
                 const v16w x = v16w_load(X + (long)i * kp + 32 * s);
@@ -199,7 +201,7 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
         gm_bf16 tail[DC1][32] __attribute__((aligned(64)));
         memset(tail, 0, sizeof tail);
         for (int j = 0; j < C; j++)
-            memcpy(tail[j], W + (long)j * K + 32 * whole, sizeof(gm_bf16) * (size_t)(K - 32 * whole));
+            memcpy(tail[j], W + j * ldr + 32 * whole, sizeof(gm_bf16) * (size_t)(K - 32 * whole));
         for (int i = 0; i < R; i++) {
             const v16w x = v16w_load(X + (long)i * kp + 32 * whole);
             for (int j = 0; j < C; j++)
@@ -210,16 +212,16 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, co
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < C; j++)
-            Y[i * ldy + j] = v16_hsum(acc[i][j]);
+            Y[i * ldy + j * ldc] = v16_hsum(acc[i][j]);
 }
 
-typedef void (*dp_fn)(float *, long, const gm_bf16 *, int, const gm_bf16 *, int, const char *, int);
+typedef void (*dp_fn)(float *, long, long, const gm_bf16 *, int, const gm_bf16 *, int, long, const char *, int);
 
 #define DP_FN(r, c)                                                                                              \
-    static void dp##r##x##c(float *Y, long ldy, const gm_bf16 *X, int kp, const gm_bf16 *W, int K, const char *pf, \
-                            int pn)                                                                              \
+    static void dp##r##x##c(float *Y, long ldy, long ldc, const gm_bf16 *X, int kp, const gm_bf16 *W, int K,      \
+                            long ldr, const char *pf, int pn)                                                    \
     {                                                                                                            \
-        dp_tile(Y, ldy, X, kp, W, K, pf, pn, r, c);                                                              \
+        dp_tile(Y, ldy, ldc, X, kp, W, K, ldr, pf, pn, r, c);                                                    \
     }
 #define DP_ROW(r) DP_FN(r, 1) DP_FN(r, 2) DP_FN(r, 3) DP_FN(r, 4) DP_FN(r, 5) DP_FN(r, 6)
 DP_ROW(1)
@@ -238,16 +240,44 @@ static void dp_run(const gm_out *o, const gm_bf16 *Xp, int kp, int K, int t, int
 {
     float *y = o->Y + (long)t * o->N + n;
     const gm_bf16 *x = Xp + (long)t * kp, *w = o->W + (long)n * K;
-    dp_fns[r][c](y, o->N, x, kp, w, K, pf, pn);
+    dp_fns[r][c](y, o->N, 1, x, kp, w, K, K, pf, pn);
+}
+
+/*
+** One token (a decode step), rows [n0, n1) of W: cut into DC1 regions of
+** `span` rows, each product takes one row of every region, so its DC1 runs
+** of W lie far apart (as the read bandwidth probe's runs do) rather than in
+** one 24 KB piece of memory; each row's last lines fetch the next row of its
+** region. The rows past DC1 whole regions go as the prefill's tiles do. On a
+** Zen 4, 28 layers' projections in turns with eight neighbouring rows:
+** 0.89-0.94x the time on 2 threads, 0.88-0.91x on 1 (bench/HISTORY.md). The
+** same sums: each output is its row's.
+*/
+static void nk_row(const gm_nk_block *b, const gm_bf16 *Xp, int n1)
+{
+    const int K = b->K, span = (n1 - b->n0) / DC1;
+    const long ldr = (long)span * K, last = (ldr * (DC1 - 1) + K) * 2 / 64; /* the lines past a row's end to fetch */
+    for (const gm_out *o = b->o; o; o = o == b->o ? b->o2 : NULL) {
+        for (int g = 0, n = b->n0; g < span; g++, n++)
+            dp1x8(o->Y + n, 1, span, Xp, k_padded(K), o->W + (long)n * K, K, ldr,
+                  (const char *)(o->W + (long)(n + 1) * K), g + 1 < span ? (int)last : 0);
+        for (int n = b->n0 + DC1 * span; n < n1; n += DC1)
+            dp_run(o, Xp, k_padded(K), K, 0, 1, n, n1 - n < DC1 ? n1 - n : DC1, NULL, 0);
+    }
+    gm_ep_rows(b->k, b->o, b->o2, b->ep, b->round, 0, 1, b->n0, n1);
 }
 
 static void TIER(nk_block)(const gm_nk_block *b)
 {
     const int T = b->T, K = b->K, kp = k_padded(K), N = b->o->N, n1 = b->n1 < N ? b->n1 : N;
     const gm_bf16 *Xp = b->Xp;
+    if (T == 1) {
+        nk_row(b, Xp, n1);
+        return;
+    }
     int tb = XBLOCK / (kp * (int)sizeof(gm_bf16)) / DR * DR;
     tb = tb < DR ? DR : tb;
-    const int rows = T == 1 ? DC1 : DC;
+    const int rows = DC;
     for (int t0 = 0; t0 < T; t0 += tb) {
         const int t1 = t0 + tb < T ? t0 + tb : T;
         for (int n = b->n0; n < n1; n += rows) {

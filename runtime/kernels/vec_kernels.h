@@ -350,8 +350,11 @@ static void TIER(gemv_panels)(float *y, const float *x, const gm_bf16 *W, int K,
 ** Y[r * ldy] = dot(X[r * ldx][0..K), Wn[r * ldw][0..K)) for r < R (R a
 ** constant where it is inlined): R rows of X against one row of W (ldw 0),
 ** or one row of X against R rows of W (ldx 0), the next R rows of W then
-** fetched a line a row every 32 values (with `ahead`). In VF_LANES lanes,
-** added across at the end (vf_hsum), then the last values in order.
+** fetched a line a row every 32 values (with `ahead`), into L2: on a Zen 4
+** the LM head's one row then took 0.58-0.74x the time of the same fetch
+** into L1, on 8 and 16 lanes, 1 and 2 threads (bench/HISTORY.md). In
+** VF_LANES lanes, added across at the end (vf_hsum), then the last values
+** in order.
 */
 static inline __attribute__((always_inline)) void dots(float *Y, long ldy, const float *X, long ldx,
                                                        const gm_bf16 *Wn, long ldw, int K, int ahead, const int R)
@@ -362,7 +365,7 @@ static inline __attribute__((always_inline)) void dots(float *Y, long ldy, const
     for (; k + VL <= K; k += VL) {
         if (ahead && k % 32 == 0)
             for (int r = 0; r < R; r++)
-                __builtin_prefetch(next + (r * ldw + k) * 2, 0, 3);
+                __builtin_prefetch(next + (r * ldw + k) * 2, 0, 2);
         a0 = vf_fma(vf_load(X + k), vf_load_bf16(Wn + k), a0);
         if (R > 1)
             a1 = vf_fma(vf_load(X + ldx + k), vf_load_bf16(Wn + ldw + k), a1);

@@ -255,14 +255,14 @@ static void dp_run(const gm_out *o, const gm_bf16 *Xp, int kp, int K, int t, int
 */
 static void nk_row(const gm_nk_block *b, const gm_bf16 *Xp, int n1)
 {
-    const int K = b->K, span = (n1 - b->n0) / DC1;
+    const int K = b->K, kp = k_padded(K), span = (n1 - b->n0) / DC1;
     const long ldr = (long)span * K, last = (ldr * (DC1 - 1) + K) * 2 / 64; /* the lines past a row's end to fetch */
     for (const gm_out *o = b->o; o; o = o == b->o ? b->o2 : NULL) {
         for (int g = 0, n = b->n0; g < span; g++, n++)
-            dp1x8(o->Y + n, 1, span, Xp, k_padded(K), o->W + (long)n * K, K, ldr,
+            dp1x8(o->Y + n, 1, span, Xp, kp, o->W + (long)n * K, K, ldr,
                   (const char *)(o->W + (long)(n + 1) * K), g + 1 < span ? (int)last : 0);
         for (int n = b->n0 + DC1 * span; n < n1; n += DC1)
-            dp_run(o, Xp, k_padded(K), K, 0, 1, n, n1 - n < DC1 ? n1 - n : DC1, NULL, 0);
+            dp_run(o, Xp, kp, K, 0, 1, n, n1 - n < DC1 ? n1 - n : DC1, NULL, 0);
     }
     gm_ep_rows(b->k, b->o, b->o2, b->ep, b->round, 0, 1, b->n0, n1);
 }
@@ -277,16 +277,15 @@ static void TIER(nk_block)(const gm_nk_block *b)
     }
     int tb = XBLOCK / (kp * (int)sizeof(gm_bf16)) / DR * DR;
     tb = tb < DR ? DR : tb;
-    const int rows = DC;
     for (int t0 = 0; t0 < T; t0 += tb) {
         const int t1 = t0 + tb < T ? t0 + tb : T;
-        for (int n = b->n0; n < n1; n += rows) {
-            const int c = n1 - n < rows ? n1 - n : rows;
+        for (int n = b->n0; n < n1; n += DC) {
+            const int c = n1 - n < DC ? n1 - n : DC;
             /*
             ** the next rows, one run of memory, fetched a share of it in each
             ** tile of tokens that meets these
             */
-            const int cn = n + c < n1 ? (n1 - n - c < rows ? n1 - n - c : rows) : 0;
+            const int cn = n + c < n1 ? (n1 - n - c < DC ? n1 - n - c : DC) : 0;
             const int lines = (int)((long)cn * K * 2 / 64), tiles = (t1 - t0 + DR - 1) / DR;
             const int share = (lines + tiles - 1) / tiles;
             for (const gm_out *o = b->o; o; o = o == b->o ? b->o2 : NULL) {

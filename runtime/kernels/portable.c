@@ -10,6 +10,7 @@
 */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -212,25 +213,79 @@ static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_
 }
 
 /*
-** One row of X against rows [n0, n1) of W (out, in): each output dot_portable's
-** one sum in k order, four rows of W side by side so that four chains of
-** additions overlap (one chain waits on each add: a quarter of the speed).
+** Rows a-d's values k..k+7 as eight f32 vectors w[j] = {a[j], b[j], c[j],
+** d[j]}: the rows' pairs of values (32 bits each) transposed 4 x 4, then
+** each pair split into its two values, one shifted up, the other masked.
+*/
+typedef uint32_t v4u __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) void rows4_k8(v4f w[8], const gm_bf16 *a, const gm_bf16 *b,
+                                                           const gm_bf16 *c, const gm_bf16 *d)
+{
+    v4u A, B, C, D;
+    memcpy(&A, a, 16), memcpy(&B, b, 16), memcpy(&C, c, 16), memcpy(&D, d, 16);
+    const v4u ab0 = __builtin_shufflevector(A, B, 0, 4, 1, 5), ab1 = __builtin_shufflevector(A, B, 2, 6, 3, 7);
+    const v4u cd0 = __builtin_shufflevector(C, D, 0, 4, 1, 5), cd1 = __builtin_shufflevector(C, D, 2, 6, 3, 7);
+    const v4u t[4] = {
+        __builtin_shufflevector(ab0, cd0, 0, 1, 4, 5), /* values 0 and 1 of a, b, c and d */
+        __builtin_shufflevector(ab0, cd0, 2, 3, 6, 7), /* values 2 and 3 */
+        __builtin_shufflevector(ab1, cd1, 0, 1, 4, 5),
+        __builtin_shufflevector(ab1, cd1, 2, 3, 6, 7),
+    };
+    const v4u hi = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u};
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w[2 * i] = (v4f)(t[i] & hi), w[2 * i + 1] = (v4f)(t[i] << 16);
+#else
+        w[2 * i] = (v4f)(t[i] << 16), w[2 * i + 1] = (v4f)(t[i] & hi);
+#endif
+    }
+}
+
+/*
+** One row of X against rows [n0, n1) of W (out, in): each output
+** dot_portable's one sum in k order. Sixteen rows a pass, four to a vector
+** (a lane a row), so that four vectors of sums, each a chain of additions,
+** overlap; W's rows are turned into those lanes eight values at a time
+** (rows4_k8). (Four rows a pass, one float each: 0.31-0.38x the speed on
+** the LM head's shape on a Zen 4.)
 */
 static void dot_rows_portable(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
 {
+    enum { G = 4 }; /* vectors of four rows a pass */
+    const int K8 = K / 8 * 8;
+    v4f *xb = malloc(sizeof *xb * (size_t)K); /* X's values, each in every lane (no room: one row at a time) */
+    for (int k = 0; xb && k < K; k++)
+        xb[k] = (v4f){X[k], X[k], X[k], X[k]};
     int n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        const gm_bf16 *w0 = W + (long)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
-        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int k = 0; k < K; k++) {
-            const float x = X[k];
-            s0 += x * gm_bf16_to_f32(w0[k]);
-            s1 += x * gm_bf16_to_f32(w1[k]);
-            s2 += x * gm_bf16_to_f32(w2[k]);
-            s3 += x * gm_bf16_to_f32(w3[k]);
+    for (; xb && n + 4 * G <= n1; n += 4 * G) {
+        const gm_bf16 *w = W + (long)n * K;
+        v4f s[G] = {0};
+        for (int k = 0; k < K8; k += 8) {
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const gm_bf16 *wg = w + 4L * g * K + k;
+                v4f a[8], acc = s[g];
+                rows4_k8(a, wg, wg + K, wg + 2L * K, wg + 3L * K);
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++)
+                    acc += xb[k + j] * a[j];
+                s[g] = acc;
+            }
         }
-        Y[n] = s0, Y[n + 1] = s1, Y[n + 2] = s2, Y[n + 3] = s3;
+        for (int g = 0; g < G; g++) {
+            const gm_bf16 *wg = w + 4L * g * K;
+            for (int k = K8; k < K; k++) {
+                const v4f a = {gm_bf16_to_f32(wg[k]), gm_bf16_to_f32(wg[K + k]), gm_bf16_to_f32(wg[2L * K + k]),
+                               gm_bf16_to_f32(wg[3L * K + k])};
+                s[g] += xb[k] * a;
+            }
+            for (int i = 0; i < 4; i++)
+                Y[n + 4 * g + i] = s[g][i];
+        }
     }
+    free(xb);
     for (; n < n1; n++)
         dot_portable(Y + n, 0, X, 0, W + (long)n * K, K, 1);
 }

@@ -431,7 +431,9 @@ static void convert_piece(const plan *p, size_t k)
 {
     const piece *pc = &p->pieces[k];
     const item *it = pc->it;
-    const size_t rb = row_bytes(it), fit = BLOCK_BYTES / rb / 32 * 32, block = fit ? fit : 32;
+    const size_t rb = row_bytes(it), fit = rb ? BLOCK_BYTES / rb / 32 * 32 : 0, block = fit ? fit : 32;
+    if (!rb || pc->r1 == pc->r0)
+        return;
     uint8_t *buf = malloc(block * rb);
     if (!buf) {
         gm_fail(&p->errors[k], GM_ENOMEM, "tensor '%s': out of memory to convert it", it->name);

@@ -337,14 +337,14 @@ static void dot_rows_portable(float *Y, const float *X, const gm_bf16 *W, int K,
     int n = n0;
     for (; xb && n + 16 <= n1; n += 16) {
         const gm_bf16 *w = W + (long)n * K;
-        v4f s[4] = {{0}, {0}, {0}, {0}}, s0 = s[0], s1 = s[1], s2 = s[2], s3 = s[3];
+        v4f s0 = {0}, s1 = s0, s2 = s0, s3 = s0;
         for (int k = 0; k < K8; k += 8) {
             s0 = rows4_dot8(s0, xb + k, w + k, K);
             s1 = rows4_dot8(s1, xb + k, w + 4L * K + k, K);
             s2 = rows4_dot8(s2, xb + k, w + 8L * K + k, K);
             s3 = rows4_dot8(s3, xb + k, w + 12L * K + k, K);
         }
-        s[0] = s0, s[1] = s1, s[2] = s2, s[3] = s3;
+        v4f s[4] = {s0, s1, s2, s3};
         for (int g = 0; g < 4; g++) {
             const gm_bf16 *wg = w + 4L * g * K;
             for (int k = K8; k < K; k++) {

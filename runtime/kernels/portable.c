@@ -55,12 +55,9 @@ static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, 
         const int width = ncols - n < nr ? ncols - n : nr;
         for (int j = 0; j < width;) {
             long ld;
-            const gm_bf16 *w = gm_w_col(b->W, b->ldw, b->P, b->K, n0 + n + j, &ld);
-            int len = 1; /* the columns after it in the same row of W (the same panel of W) */
-            while (j + len < width && b->P && (n0 + n + j + len) % b->P != 0)
-                len++;
-            if (!b->P)
-                len = width - j;
+            const int c = n0 + n + j, left = width - j; /* its columns to the end of W's panel or the packed one */
+            const gm_bf16 *w = gm_w_col(b->W, b->ldw, b->P, b->K, c, &ld);
+            const int len = b->P && b->P - c % b->P < left ? b->P - c % b->P : left;
             run[runs++] = (pack_run){w, ld, panel + j, width, len};
             j += len;
         }
@@ -90,33 +87,41 @@ static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, 
 }
 
 /*
-** y[0..m) += x[0..kb) @ columns [0, m) of P (rows ld floats apart), each
-** sum in k order, m a constant where it is inlined: 4 sums a vector of
-** GCC's (SSE on x86-64; every operation lane-wise, the same bits as one at
-** a time), kept in registers. With plain loops over a run-time width GCC
-** kept the sums on the stack, a load, an add and a store a product (4-5x
-** slower on a Zen 4). A whole panel (NR) is six vectors; the last panel's
-** columns go 4 and then 1 at a time.
+** y[i][0..m) += x[i][0..kb) @ columns [0, m) of P (rows ld floats apart)
+** for i < R, each sum in k order; y's rows ldy apart, x's ldx. m and R are
+** constants where it is inlined: 4 sums a vector of GCC's (SSE on x86-64;
+** every operation lane-wise, the same bits as one at a time), kept in
+** registers. With plain loops over a run-time width GCC kept the sums on the
+** stack, a load, an add and a store a product (4-5x slower on a Zen 4). A
+** whole panel (NR) is six vectors, and two rows of X take it at once, each
+** value of P loaded once for both (twelve vectors: 0.93x the time of a row
+** at a time, at 5-128 rows); the last panel's columns go 4 and then 1 at a
+** time.
 */
 typedef float v4f __attribute__((vector_size(16)));
 
-static inline __attribute__((always_inline)) void micro_row(float *y, const float *x, const float *P, long ld, int kb,
-                                                            const int m)
+static inline __attribute__((always_inline)) void micro_row(float *y, long ldy, const float *x, long ldx,
+                                                            const float *P, long ld, int kb, const int m, const int R)
 {
-    v4f acc[NR / 4];
-    for (int q = 0; q < m / 4; q++)
-        memcpy(&acc[q], y + 4 * q, sizeof acc[q]);
+    v4f acc[2][NR / 4];
+    for (int i = 0; i < R; i++)
+        for (int q = 0; q < m / 4; q++)
+            memcpy(&acc[i][q], y + i * ldy + 4 * q, sizeof acc[i][q]);
     for (int k = 0; k < kb; k++) {
-        const v4f xk = {x[k], x[k], x[k], x[k]};
+        v4f xk[2];
+        for (int i = 0; i < R; i++)
+            xk[i] = (v4f){x[i * ldx + k], x[i * ldx + k], x[i * ldx + k], x[i * ldx + k]};
 #pragma GCC unroll 6
         for (int q = 0; q < m / 4; q++) {
             v4f p;
             memcpy(&p, P + (long)k * ld + 4 * q, sizeof p);
-            acc[q] += xk * p;
+            for (int i = 0; i < R; i++)
+                acc[i][q] += xk[i] * p;
         }
     }
-    for (int q = 0; q < m / 4; q++)
-        memcpy(y + 4 * q, &acc[q], sizeof acc[q]);
+    for (int i = 0; i < R; i++)
+        for (int q = 0; q < m / 4; q++)
+            memcpy(y + i * ldy + 4 * q, &acc[i][q], sizeof acc[i][q]);
 }
 
 /* y[0] += x[0..kb) @ column 0 of P (rows ld apart): one sum in k order */
@@ -128,42 +133,21 @@ static inline void micro_col(float *y, const float *x, const float *P, long ld, 
     *y = s;
 }
 
-/* micro_row on two rows of X at once, a whole panel: each value of P loaded once for both (twelve sums) */
-static inline __attribute__((always_inline)) void micro_row2(float *y0, float *y1, const float *x0, const float *x1,
-                                                             const float *P, int kb)
-{
-    v4f a0[NR / 4], a1[NR / 4];
-    for (int q = 0; q < NR / 4; q++)
-        memcpy(&a0[q], y0 + 4 * q, sizeof a0[q]), memcpy(&a1[q], y1 + 4 * q, sizeof a1[q]);
-    for (int k = 0; k < kb; k++) {
-        const v4f u = {x0[k], x0[k], x0[k], x0[k]}, v = {x1[k], x1[k], x1[k], x1[k]};
-#pragma GCC unroll 6
-        for (int q = 0; q < NR / 4; q++) {
-            v4f p;
-            memcpy(&p, P + (long)k * NR + 4 * q, sizeof p);
-            a0[q] += u * p;
-            a1[q] += v * p;
-        }
-    }
-    for (int q = 0; q < NR / 4; q++)
-        memcpy(y0 + 4 * q, &a0[q], sizeof a0[q]), memcpy(y1 + 4 * q, &a1[q], sizeof a1[q]);
-}
-
 static void micro_portable(float *Y, long ldy, const float *X, long ldx, const float *P, int kb, int nr, int rows)
 {
-    int r0 = 0;
-    for (; nr == NR && r0 + 2 <= rows; r0 += 2) /* 0.93x the time of a row at a time, at 5-128 rows */
-        micro_row2(Y + r0 * ldy, Y + (r0 + 1) * ldy, X + r0 * ldx, X + (r0 + 1) * ldx, P, kb);
-    for (int r = r0; r < rows; r++) {
+    int r = 0;
+    for (; nr == NR && r + 2 <= rows; r += 2)
+        micro_row(Y + r * ldy, ldy, X + r * ldx, ldx, P, NR, kb, NR, 2);
+    for (; r < rows; r++) {
         float *y = Y + r * ldy;
         const float *x = X + r * ldx;
         if (nr == NR) {
-            micro_row(y, x, P, NR, kb, NR);
+            micro_row(y, 0, x, 0, P, NR, kb, NR, 1);
             continue;
         }
         int j = 0;
         for (; j + 4 <= nr; j += 4)
-            micro_row(y + j, x, P + j, nr, kb, 4);
+            micro_row(y + j, 0, x, 0, P + j, nr, kb, 4, 1);
         for (; j < nr; j++)
             micro_col(y + j, x, P + j, nr, kb);
     }

@@ -262,6 +262,22 @@ static float dp_order(const float *x, const gm_bf16 *Wn, int K, int n)
     return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
+/*
+** One output of attention's products as VDPBF16PS sums it in one lane (the
+** avx512-bf16 tiers' scores and probs . V), from the same text: from acc, for each pair of
+** terms in order (a zero past n), the product of 2 q + 1 and then that of
+** 2 q, each step rounded to nearest even with denormals flushed to zero.
+** x[k] * y[k * ys] for k < n.
+*/
+static float dp_pairs(const float *x, const float *y, long ys, int n, float acc)
+{
+    for (int q = 0; 2 * q < n; q++)
+        for (int k = 2 * q + 1; k >= 2 * q; k--)
+            if (k < n)
+                acc = daz(fmaf(daz(x[k]), daz(y[k * ys]), daz(acc)));
+    return acc;
+}
+
 /* Y as a tier that sums in `order` (TDPBF16PS's or VDPBF16PS's) makes it, then the bias and the one rounding. */
 static void order_reference(float *Y, gm_nk_sums order, const float *X, const gm_bf16 *Wn, const gm_bf16 *b, int T,
                             int K, int N, int round)
@@ -606,7 +622,8 @@ Test(kernels, convert_rows_rounds_every_f16_and_awkward_f32_values_as_the_scalar
 */
 static double sum_bound(int n, double magnitudes) { return 2.0 * (n + 1) * 0x1p-24 * magnitudes + 1e-30; }
 
-static void check_attention(const char *tier)
+/* bf: Q, K and the probabilities bf16 values, as the runner's bf16 mode has them (the tiles tiers' own products) */
+static void check_attention(const char *tier, int bf)
 {
     const int ds[] = {1, 7, 16, 24, 45, 128, 300}, nks[] = {1, 3, 17, 300};
     enum { PAD = 5, MAXQ = 7, MAXK = 300, MAXD = 300 };
@@ -618,6 +635,10 @@ static void check_attention(const char *tier)
         Q[i] = rnd();
     for (long i = 0; i < MAXK * ldk; i++)
         K[i] = rnd();
+    for (long i = 0; bf && i < MAXQ * ldq; i++)
+        Q[i] = gm_bf16_to_f32(gm_f32_to_bf16(Q[i]));
+    for (long i = 0; bf && i < MAXK * ldk; i++)
+        K[i] = gm_bf16_to_f32(gm_f32_to_bf16(K[i]));
     for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
         for (size_t ki = 0; ki < sizeof nks / sizeof nks[0]; ki++)
             for (int nq = 1; nq <= MAXQ; nq++) {
@@ -642,6 +663,8 @@ static void check_attention(const char *tier)
                                   tier, nq, nk, d, i, j, got, ref);
                     }
                 /* values: the scores as P (any floats will do) times K's rows as V, overwriting and accumulating */
+                for (long i = 0; bf && i < MAXQ * lds; i++)
+                    S[i] = gm_bf16_to_f32(gm_f32_to_bf16(S[i]));
                 for (long i = 0; i < MAXQ * ldo; i++)
                     O0[i] = rnd();
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
@@ -671,8 +694,10 @@ static void check_attention(const char *tier)
 
 Test(kernels, attention_products_agree_with_exact_sums_on_awkward_shapes_on_every_tier)
 {
-    EACH_TIER(t)
-        check_attention(t);
+    EACH_TIER(t) {
+        check_attention(t, 0);
+        check_attention(t, 1);
+    }
     done();
 }
 
@@ -680,20 +705,22 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
 {
     /*
     ** With bf16 values in Q, K, P and V (the runner's bf16 mode) every product
-    ** is exact in f32, and each output is one sum in the tier's order: over
-    ** d, or over the keys, in order on the FMA tiers, which give the same
-    ** bits; on the tiles tiers in TDPBF16PS's order, checked bit for bit on
-    ** the software model against tile_sum (on the hardware within a bf16 ulp
-    ** and logged, as for the projections). Blocks of queries that are not
-    ** whole register tiles, d past a piece of the AVX2 transpose, keys and d
-    ** past whole tiles.
+    ** is exact in f32, and each output is one sum in the tier's order
+    ** (gm_tier_info's nk_sums, as for the projections): over d, or over the
+    ** keys, in order on the FMA tiers, which give the same bits; on the tiles
+    ** tiers in TDPBF16PS's order (tile_sum), on the avx512-bf16 ones in one
+    ** lane of VDPBF16PS's pairs (dp_pairs, over d or over the keys), checked bit for bit on the software models (on the hardware
+    ** within a bf16 ulp and logged, as for the projections). Blocks of
+    ** queries that are not whole register tiles, d past a piece of the AVX2
+    ** transpose, keys and d past whole tiles, an odd number of keys, keys
+    ** past a block of pairs, d past a register tile's columns.
     */
     const int shapes[][3] = {{1, 300, 128}, {6, 256, 64}, {11, 33, 48}, {96, 257, 16}, {5, 40, 260}, {7, 17, 24}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int nq = shapes[s][0], nk = shapes[s][1], d = shapes[s][2];
         float *Q = malloc(sizeof(float) * nq * d), *K = malloc(sizeof(float) * nk * d), *P = malloc(sizeof(float) * nq * nk);
-        float *O0 = malloc(sizeof(float) * nq * d), *S[3], *O[3];
-        for (int k = 0; k < 3; k++)
+        float *O0 = malloc(sizeof(float) * nq * d), *S[4], *O[4];
+        for (int k = 0; k < 4; k++)
             S[k] = malloc(sizeof(float) * nq * nk), O[k] = malloc(sizeof(float) * nq * d);
         for (int i = 0; i < nq * d; i++)
             Q[i] = gm_bf16_to_f32(gm_f32_to_bf16(rnd())), O0[i] = rnd();
@@ -702,12 +729,17 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
         for (int i = 0; i < nq * nk; i++)
             P[i] = gm_bf16_to_f32(gm_f32_to_bf16(0.5f + 0.5f * rnd()));
         for (int i = 0; i < nq; i++)
-            for (int j = 0; j < nk; j++)
+            for (int j = 0; j < nk; j++) {
                 S[2][i * nk + j] = tile_sum(Q + i * d, 1, K + j * d, 1, d, 0.0f);
+                S[3][i * nk + j] = dp_pairs(Q + i * d, K + j * d, 1, d, 0.0f);
+            }
         for (int accumulate = 0; accumulate < 2; accumulate++) {
             for (int i = 0; i < nq; i++)
-                for (int c = 0; c < d; c++)
-                    O[2][i * d + c] = tile_sum(P + i * nk, 1, K + c, d, nk, accumulate ? O0[i * d + c] : 0.0f);
+                for (int c = 0; c < d; c++) {
+                    const float from = accumulate ? O0[i * d + c] : 0.0f;
+                    O[2][i * d + c] = tile_sum(P + i * nk, 1, K + c, d, nk, from);
+                    O[3][i * d + c] = dp_pairs(P + i * nk, K + c, d, nk, from);
+                }
             gm_kernels_select("portable");
             gm_attn_scores(S[0], nk, Q, d, nq, K, d, nk, d);
             memcpy(O[0], O0, sizeof(float) * nq * d);
@@ -717,10 +749,10 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
                 memcpy(O[1], O0, sizeof(float) * nq * d);
                 gm_attn_values(O[1], d, P, nk, nq, K, d, nk, d, accumulate);
                 const gm_tier_info *ti = gm_kernels_info(t);
-                const int tiles = ti->nk_sums == GM_SUMS_TILES; /* attention on tiles too; else the base's */
-                const float *ws = tiles ? S[2] : S[0], *wo = tiles ? O[2] : O[0];
-                const char *what = tiles ? "the SDM's tile order" : "portable";
-                if (!tiles || ti->model) {
+                const int sdm = ti->nk_sums != GM_SUMS_LANES, w = ti->nk_sums == GM_SUMS_TILES ? 2 : sdm ? 3 : 0;
+                const float *ws = S[w], *wo = O[w];
+                const char *what = w == 2 ? "the SDM's tile order" : w == 3 ? "the SDM's VDPBF16PS order" : "portable";
+                if (!sdm || ti->model) {
                     cr_assert(memcmp(ws, S[1], sizeof(float) * nq * nk) == 0, "scores nq=%d nk=%d d=%d: %s and %s differ",
                               nq, nk, d, t, what);
                     cr_assert(memcmp(wo, O[1], sizeof(float) * nq * d) == 0,
@@ -738,12 +770,12 @@ Test(kernels, attention_products_of_bf16_values_give_the_same_bits_on_every_tier
                     cr_assert(fabsf(wo[i] - O[1][i]) <= 1e-5f * (1 + fabsf(wo[i])), "%s values [%d]: %g, %g", t, i,
                               O[1][i], wo[i]);
                 }
-                cr_log_info("%s attention nq=%d nk=%d d=%d: %d of %d outputs bit-identical to the SDM's tile order", t,
-                            nq, nk, d, same, nq * (nk + d));
+                cr_log_info("%s attention nq=%d nk=%d d=%d: %d of %d outputs bit-identical to %s", t, nq, nk, d, same,
+                            nq * (nk + d), what);
             }
         }
         free(Q), free(K), free(P), free(O0);
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             free(S[k]), free(O[k]);
     }
     done();

@@ -1,7 +1,7 @@
 /*
 ** The AVX512_BF16 tier ("avx512-bf16"): products against W in Hugging
-** Face's (out, in) layout on VDPBF16PS, with the AVX-512 tier for
-** everything else. For the CPUs where that instruction does twice the work
+** Face's (out, in) layout and attention's two products on VDPBF16PS, with
+** the AVX-512 tier for everything else. For the CPUs where that instruction does twice the work
 ** of a 16-lane FMA in the same time (AMD Zen 4 and 5: 216 against 105
 ** GFLOP/s a thread in bench_runner's peaks on a Zen 4), which is where an
 ** AVX-512 tier can be faster than the AVX2 one at all: Zen 4 runs a 16-lane
@@ -54,6 +54,7 @@
 #define REST gm_tier_avx512
 #endif
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gm/cpu.h"
@@ -73,35 +74,42 @@ static inline int k_padded(int K) { return (K + 31) / 32 * 32; }
 static size_t TIER(nk_packed)(int T, int K) { return (size_t)T * (size_t)k_padded(K) * sizeof(gm_bf16); }
 
 /*
-** Rows [t0, t1) of X (T rows of K values) into Xp as bf16, rows of
-** k_padded(K), zeros past K. -1 when a value of X is not a bf16 value (its
+** Rows [0, n) of M (d values each, ld apart) into Mp as bf16, rows of
+** k_padded(d), zeros past d. -1 when a value of M is not a bf16 value (its
 ** low 16 bits set).
 */
-static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
+static int pack_rows(gm_bf16 *Mp, const float *M, long ld, int n, int d)
 {
-    const int kp = k_padded(K);
+    const int dp = k_padded(d);
     uint32_t inexact = 0;
-    for (int t = t0; t < t1 && t < T; t++) {
-        const uint32_t *x = (const uint32_t *)(const void *)(X + (long)t * K);
-        uint16_t *d = (uint16_t *)Xp + (long)t * kp;
+    for (int t = 0; t < n; t++) {
+        const uint32_t *x = (const uint32_t *)(const void *)(M + (long)t * ld);
+        uint16_t *o = (uint16_t *)Mp + (long)t * dp;
         int k = 0;
 #ifndef GM_BF16_MODEL
         __m512i low = _mm512_setzero_si512();
-        for (; k + 16 <= K; k += 16) {
+        for (; k + 16 <= d; k += 16) {
             const __m512i u = _mm512_loadu_si512((const void *)(x + k));
             low = _mm512_or_si512(low, u);
-            _mm256_storeu_si256((__m256i *)(void *)(d + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+            _mm256_storeu_si256((__m256i *)(void *)(o + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
         }
         inexact |= (uint32_t)_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF));
 #endif
-        for (; k < K; k++) {
+        for (; k < d; k++) {
             inexact |= x[k] & 0xFFFFu;
-            d[k] = (uint16_t)(x[k] >> 16);
+            o[k] = (uint16_t)(x[k] >> 16);
         }
-        for (; k < kp; k++)
-            d[k] = 0;
+        for (; k < dp; k++)
+            o[k] = 0;
     }
     return inexact ? -1 : 0;
+}
+
+/* Rows [t0, t1) of X (T rows of K values) into Xp as pack_rows packs them (t0's row at t0's place). */
+static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
+{
+    t1 = t1 < T ? t1 : T;
+    return t0 < t1 ? pack_rows((gm_bf16 *)Xp + (long)t0 * k_padded(K), X + (long)t0 * K, K, t1 - t0, K) : 0;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -301,6 +309,256 @@ static void TIER(nk_block)(const gm_nk_block *b)
     }
 }
 
+/* ---------------------------------------------------------------------- */
+/*
+** Attention's two products, for bf16 values (the runner's bf16 mode: Q, K,
+** V and the probabilities are bf16 values before them), on VDPBF16PS;
+** anything else goes to the AVX-512 tier. Each output is one lane's sum
+** over pairs (of d for a score, of keys for probs . V): 2p + 1 and then 2p
+** (the instruction's odd product first), in order from the call's first
+** (zeros past its last), going on from O's value when accumulating, so that
+** calls over consecutive blocks of an even number of keys (the runner's)
+** give the one sum over all of them. No sum across lanes: d is 64 or 128,
+** where a projection's 16 lanes added across would cost as much as the
+** products (the first form of this, the projections' 4 x 6 tile over d,
+** took 1.25x the AVX-512 tier's time).
+**
+** The rows of Q and of P are packed as nk_pack packs X (pack_rows), and a
+** pair of one row broadcast to every lane (v16w_pair) meets 16 columns of
+** the other operand's pairs: V packed as pairs of keys (pack_pairs: row p
+** holds V[2p] low and V[2p + 1] high in each column), K as pairs of d
+** turned so that a key is a column (pack_cols, 16 x 16 transposes). The
+** register tile (pv_tile) holds 3 rows by 8 vectors of 16 columns, 24 of
+** the 32 zmm registers, eight loads and three broadcasts for 24 VDPBF16PS a
+** pair; a block of 32 pairs (16 KB at 128 columns) stays in L1 while every
+** row passes (pv_blocks). Packing is per call: about a fifth of the
+** products' time at the runner's blocks (96 query rows, 256 keys).
+*/
+enum {
+    PR = 3,  /* rows (of Q or P) a register tile holds */
+    PC = 8,  /* vectors of 16 columns (keys, or d) it holds: PR x PC sums in registers */
+    PB = 32  /* pairs a pass over the rows takes: 32 x 128 columns of K or V packed, 16 KB, in L1 */
+};
+
+/* A pointer's worth of memory for n packed values: 64-byte aligned, whole lines (NULL: none, or n = 0) */
+static void *packed_alloc(size_t bytes) { return bytes ? aligned_alloc(64, (bytes + 63) / 64 * 64) : NULL; }
+
+/*
+** V's rows [0, nk) (d values each, ld apart) as pairs of keys into Vp: row
+** p (dv >= d values apart) holds, in column c, V[2p][c]'s bf16 bits low and
+** V[2p + 1][c]'s high (0 past nk and past d). -1 when a value is not a bf16
+** value.
+*/
+static int pack_pairs(uint32_t *Vp, const float *V, long ld, int nk, int d, int dv)
+{
+    uint32_t low = 0;
+    for (int p = 0; p < (nk + 1) / 2; p++) {
+        const uint32_t *a = (const uint32_t *)(const void *)(V + 2L * p * ld);
+        const uint32_t *b = 2 * p + 1 < nk ? a + ld : NULL;
+        uint32_t *o = Vp + (long)p * dv;
+        int c = 0;
+#ifndef GM_BF16_MODEL
+        const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u);
+        __m512i bits = _mm512_setzero_si512();
+        for (; c + 16 <= d; c += 16) {
+            const __m512i u = _mm512_loadu_si512((const void *)(a + c));
+            const __m512i h = b ? _mm512_loadu_si512((const void *)(b + c)) : _mm512_setzero_si512();
+            bits = _mm512_or_si512(bits, _mm512_or_si512(u, h));
+            _mm512_store_si512((void *)(o + c), _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_and_si512(h, top)));
+        }
+        low |= (uint32_t)_mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF));
+#endif
+        for (; c < d; c++) {
+            const uint32_t u = a[c], h = b ? b[c] : 0;
+            low |= (u | h) & 0xFFFFu;
+            o[c] = (u >> 16) | (h & 0xFFFF0000u);
+        }
+        for (; c < dv; c++)
+            o[c] = 0;
+    }
+    return low ? -1 : 0;
+}
+
+#ifndef GM_BF16_MODEL
+/* r[i][j] as r[j][i]: 16 x 16 32-bit values, in 64 operations (pairs, quads, then 128-bit lanes) */
+static inline void transpose16x16(__m512i r[16])
+{
+    __m512i t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) { /* u[g + e], lane L: column 4 L + e of rows g .. g + 3 */
+        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);
+        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
+        r[e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        r[4 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        r[8 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        r[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+#endif
+
+/*
+** K's rows [0, nk) (d values each, ld apart) as columns of pairs of d into
+** Kp: row p (nkv values apart, nkv >= nk a multiple of 16) holds, in column
+** j, K[j][2p]'s bf16 bits low and K[j][2p + 1]'s high (0 past d and past
+** nk). -1 when a value is not a bf16 value.
+*/
+static int pack_cols(uint32_t *Kp, const float *K, long ld, int nk, int d, int nkv)
+{
+    const int np = (d + 1) / 2;
+    uint32_t low = 0;
+    for (int j0 = 0; j0 < nkv; j0 += 16)
+        for (int p0 = 0; p0 < np; p0 += 16) {
+#ifndef GM_BF16_MODEL
+            /* row r: key j0 + r, its 32 values from 2 p0 as 16 pairs (the high halves of the floats, in order) */
+            const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                                                27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+            const int n = d - 2 * p0 < 32 ? d - 2 * p0 : 32;
+            const __mmask16 m0 = (__mmask16)((1u << (n < 16 ? n : 16)) - 1u), m1 = (__mmask16)((1u << (n - 16 > 0 ? n - 16 : 0)) - 1u);
+            __m512i r[16], bits = _mm512_setzero_si512();
+            for (int i = 0; i < 16; i++) {
+                const float *k = K + (long)(j0 + i) * ld + 2 * p0;
+                const __m512i a = j0 + i < nk ? _mm512_maskz_loadu_epi32(m0, k) : _mm512_setzero_si512();
+                const __m512i b = j0 + i < nk ? _mm512_maskz_loadu_epi32(m1, k + 16) : _mm512_setzero_si512();
+                bits = _mm512_or_si512(bits, _mm512_or_si512(a, b));
+                r[i] = _mm512_permutex2var_epi16(a, hi, b);
+            }
+            low |= (uint32_t)_mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF));
+            transpose16x16(r);
+            for (int q = 0; q < 16 && p0 + q < np; q++)
+                _mm512_store_si512((void *)(Kp + (long)(p0 + q) * nkv + j0), r[q]);
+#else
+            for (int q = 0; q < 16 && p0 + q < np; q++)
+                for (int i = 0; i < 16; i++) {
+                    const int j = j0 + i, p = p0 + q;
+                    const uint32_t *k = (const uint32_t *)(const void *)(K + (long)j * ld);
+                    const uint32_t a = j < nk ? k[2 * p] : 0, b = j < nk && 2 * p + 1 < d ? k[2 * p + 1] : 0;
+                    low |= (a | b) & 0xFFFFu;
+                    Kp[(long)p * nkv + j] = (a >> 16) | (b & 0xFFFF0000u);
+                }
+#endif
+        }
+    return low ? -1 : 0;
+}
+
+/*
+** O[i * ldo + 16 c + l] (+)= the sums over pairs of keys p < np of row i's
+** pair p of P (Pp's rows kpp apart) times column 16 c + l of Vp's row p (dv
+** apart), for i < R and c < C (constants where it is inlined: the R x C
+** sums stay in registers), l < 16, or l < last in the last vector (the
+** others neither read nor written). From O's values when accumulate is set,
+** else from zero.
+*/
+static inline __attribute__((always_inline)) void pv_tile(float *O, long ldo, const gm_bf16 *Pp, long kpp,
+                                                          const uint32_t *Vp, long dv, int np, int last, int accumulate,
+                                                          const int R, const int C)
+{
+    v16 acc[PR][PC];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            acc[i][c] = !accumulate      ? v16_zero()
+                        : c + 1 < C      ? v16_load(O + i * ldo + 16 * c)
+                                         : v16_load_part(O + i * ldo + 16 * c, last);
+    for (int p = 0; p < np; p++) {
+        v16w x[PR];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++)
+            x[i] = v16w_pair(Pp + i * kpp + 2 * p);
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const v16w v = v16w_load((const gm_bf16 *)(const void *)(Vp + p * dv + 16 * c));
+#pragma GCC unroll 8
+            for (int i = 0; i < R; i++)
+                acc[i][c] = dp(acc[i][c], x[i], v);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            if (c + 1 < C)
+                v16_store(O + i * ldo + 16 * c, acc[i][c]);
+            else
+                v16_store_part(O + i * ldo + 16 * c, last, acc[i][c]);
+        }
+}
+
+typedef void (*pv_fn)(float *, long, const gm_bf16 *, long, const uint32_t *, long, int, int, int);
+
+#define PV_FN(r, c)                                                                                              \
+    static void pv##r##x##c(float *O, long ldo, const gm_bf16 *Pp, long kpp, const uint32_t *Vp, long dv, int np, \
+                            int last, int accumulate)                                                            \
+    {                                                                                                            \
+        pv_tile(O, ldo, Pp, kpp, Vp, dv, np, last, accumulate, r, c);                                            \
+    }
+#define PV_ROW(r) PV_FN(r, 1) PV_FN(r, 2) PV_FN(r, 3) PV_FN(r, 4) PV_FN(r, 5) PV_FN(r, 6) PV_FN(r, 7) PV_FN(r, 8)
+PV_ROW(1)
+PV_ROW(2)
+PV_ROW(3)
+#define PV_ENTRY(r) {NULL, pv##r##x1, pv##r##x2, pv##r##x3, pv##r##x4, pv##r##x5, pv##r##x6, pv##r##x7, pv##r##x8}
+static const pv_fn pv_fns[PR + 1][PC + 1] = {{NULL}, PV_ENTRY(1), PV_ENTRY(2), PV_ENTRY(3)}; /* [rows][vectors] */
+
+/*
+** O (ldo apart) (+)= Pp's nq rows (kpp apart) times Vp's np rows (dv apart)
+** of pairs as pv_tile sums them, for O's columns [0, n): register tiles
+** over blocks of PB pairs, which stay in L1 while every row passes.
+*/
+static void pv_blocks(float *O, long ldo, const gm_bf16 *Pp, long kpp, const uint32_t *Vp, long dv, int nq, int np, int n,
+                      int accumulate)
+{
+    const int nv = (n + 15) / 16;
+    for (int p0 = 0; p0 < np; p0 += PB) {
+        const int b = np - p0 < PB ? np - p0 : PB;
+        for (int c0 = 0; c0 < nv; c0 += PC) {
+            const int c = nv - c0 < PC ? nv - c0 : PC, last = c0 + c < nv ? 16 : n - 16 * (nv - 1);
+            for (int i = 0; i < nq; i += PR)
+                pv_fns[nq - i < PR ? nq - i : PR][c](O + (long)i * ldo + 16 * c0, ldo, Pp + (long)i * kpp + 2 * p0, kpp,
+                                                     Vp + (long)p0 * dv + 16 * c0, dv, b, last, accumulate || p0 > 0);
+        }
+    }
+}
+
+static void TIER(attn_scores)(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk,
+                              int d)
+{
+    const int dq = k_padded(d), np = (d + 1) / 2, nv = (nk + 15) / 16, nkv = 16 * nv;
+    gm_bf16 *Qp = nq > 0 && nk > 0 && d > 0 ? packed_alloc(sizeof(gm_bf16) * (size_t)nq * dq) : NULL;
+    uint32_t *Kp = Qp ? packed_alloc(sizeof(uint32_t) * (size_t)np * nkv) : NULL;
+    if (!Kp || pack_rows(Qp, Q, ldq, nq, d) || pack_cols(Kp, K, ldk, nk, d, nkv)) {
+        free(Qp), free(Kp);
+        gm_tier_filled(&REST)->attn_scores(S, lds, Q, ldq, nq, K, ldk, nk, d); /* f32, nothing to do, or no memory */
+        return;
+    }
+    pv_blocks(S, lds, Qp, dq, Kp, nkv, nq, np, nk, 0);
+    free(Qp), free(Kp);
+}
+
+static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk,
+                              int d, int accumulate)
+{
+    const int kpp = k_padded(nk), np = (nk + 1) / 2, nv = (d + 15) / 16, dv = 16 * nv;
+    gm_bf16 *Pp = nq > 0 && nk > 0 && d > 0 ? packed_alloc(sizeof(gm_bf16) * (size_t)nq * kpp) : NULL;
+    uint32_t *Vp = Pp ? packed_alloc(sizeof(uint32_t) * (size_t)np * dv) : NULL;
+    if (!Vp || pack_rows(Pp, P, ldp, nq, nk) || pack_pairs(Vp, V, ldv, nk, d, dv)) {
+        free(Pp), free(Vp);
+        gm_tier_filled(&REST)->attn_values(O, ldo, P, ldp, nq, V, ldv, nk, d, accumulate);
+        return;
+    }
+    pv_blocks(O, ldo, Pp, kpp, Vp, dv, nq, np, d, accumulate);
+    free(Pp), free(Vp);
+}
+
 const gm_tier TIER(gm_tier) = {
 #ifdef GM_BF16_MODEL
     .name = "avx512-bf16-model",
@@ -318,4 +576,6 @@ const gm_tier TIER(gm_tier) = {
     .nk_packed = TIER(nk_packed),
     .nk_pack = TIER(nk_pack),
     .nk_block = TIER(nk_block),
+    .attn_scores = TIER(attn_scores),
+    .attn_values = TIER(attn_values),
 };

@@ -10,7 +10,8 @@
 ** halves and then as v8_hsum does in both, so the two give the same bits.
 **
 **   v16: 16 f32 lanes.  v16w: 32 bf16 values, two to a 32-bit lane (the even
-**   column low, the odd one high), as 64 bytes of a row of W load.
+**   column low, the odd one high), as 64 bytes of a row of W load, or one
+**   pair in every lane (v16w_pair).
 */
 #ifndef GM_V16_H
 #define GM_V16_H
@@ -50,6 +51,12 @@ static inline v16 v16_load_bf16(const gm_bf16 *p)
 }
 
 static inline v16w v16w_load(const gm_bf16 *p) { return _mm512_loadu_si512((const void *)p); }
+static inline v16w v16w_pair(const gm_bf16 *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
 static inline v16 v16w_even(v16w v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
 static inline v16 v16w_odd(v16w v)
 {
@@ -136,6 +143,7 @@ static inline void v16_store_part(float *p, int n, v16 v)
 }
 static inline v16 v16_load_bf16(const gm_bf16 *p) { return (v16){v8_load_bf16(p), v8_load_bf16(p + 8)}; }
 static inline v16w v16w_load(const gm_bf16 *p) { return (v16w){v8w_load(p), v8w_load(p + 16)}; }
+static inline v16w v16w_pair(const gm_bf16 *p) { return (v16w){v8w_pair(p), v8w_pair(p)}; }
 static inline v16 v16w_even(v16w v) { return (v16){v8w_even(v.lo), v8w_even(v.hi)}; }
 static inline v16 v16w_odd(v16w v) { return (v16){v8w_odd(v.lo), v8w_odd(v.hi)}; }
 static inline float v16_hsum(v16 v) { return v8_hsum(v8_add(v.lo, v.hi)); }

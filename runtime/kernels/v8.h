@@ -12,6 +12,8 @@
 #define GM_V8_H
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "gm/bf16.h"
 
@@ -48,6 +50,13 @@ static inline v8 v8_load_bf16(const gm_bf16 *p)
 }
 
 static inline v8w v8w_load(const gm_bf16 *p) { return _mm256_loadu_si256((const __m256i *)(const void *)p); }
+/* the pair p[0], p[1] in every 32-bit lane */
+static inline v8w v8w_pair(const gm_bf16 *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
 /* the even columns (0, 2, .., 14) as f32: shifted up; the odd ones: masked. One shift and one and. */
 static inline v8 v8w_even(v8w v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
 static inline v8 v8w_odd(v8w v)

@@ -158,7 +158,9 @@ void gm_div_round(float *y, int n, float d, int round);
 ** runner splits attention into tasks itself). Rows are ldq, ldk, lds, ldv,
 ** ldp and ldo floats apart. Each output is one f32 sum in a fixed order and
 ** nothing is rounded: where the inputs hold bf16 values (the runner's bf16
-** mode) every product is exact in f32 and every tier gives the same bits.
+** mode) every product is exact in f32 and every tier that sums in the same
+** order gives the same bits (gm_tier_info's nk_sums: GM_SUMS_LANES tiers in
+** increasing order, below; the others in their instruction's order).
 **
 ** gm_attn_scores: S[i][j] = dot(Q[i][0..d), K[j][0..d)) for i < nq, j < nk,
 ** each a sum over d in increasing order.
@@ -166,7 +168,9 @@ void gm_div_round(float *y, int n, float d, int round);
 ** gm_attn_values: O[i][0..d) (+)= the sum over j < nk, in increasing j, of
 ** P[i][j] * V[j][0..d), for i < nq. accumulate = 0 overwrites O; otherwise
 ** the sums go on from O's values, so that calls over consecutive blocks of
-** keys give the one sum over all of them, in key order.
+** keys give the one sum over all of them, in key order (on the GM_SUMS_TILES
+** and GM_SUMS_DPBF16 tiers, for bf16 values: blocks of a multiple of 32 keys
+** but the last, or of 2 on GM_SUMS_DPBF16, as the runner's are).
 */
 void gm_attn_scores(float *S, long lds, const float *Q, long ldq, int nq, const float *K, long ldk, int nk, int d);
 void gm_attn_values(float *O, long ldo, const float *P, long ldp, int nq, const float *V, long ldv, int nk, int d,
@@ -202,12 +206,14 @@ const char *const *gm_kernels_tiers(void);
 /*
 ** The order of the sums of a GM_W_NK product of bf16 values (an (in, out)
 ** or panel one is one FMA chain in k order on every tier; tests/test_kernels.c
-** writes each order out from the SDM's text):
+** writes each order out from the SDM's text), and of attention's two
+** products of bf16 values (over d, or over the keys):
 */
 typedef enum gm_nk_sums {
-    GM_SUMS_LANES = 0,  /* `lanes` partial sums added across at the end (lanes 0: one sum in k order) */
-    GM_SUMS_TILES = 1,  /* TDPBF16PS's: pairs of k, 32 at a time (amx.c) */
-    GM_SUMS_DPBF16 = 2  /* VDPBF16PS's: 16 lanes of pairs of k, added across at the end (avx512bf16.c) */
+    GM_SUMS_LANES = 0,  /* `lanes` partial sums added across at the end (lanes 0: one sum in k order); attention in order */
+    GM_SUMS_TILES = 1,  /* TDPBF16PS's: pairs of k, 32 at a time (amx.c); attention the same */
+    GM_SUMS_DPBF16 = 2  /* VDPBF16PS's: 16 lanes of pairs of k, added across at the end (avx512bf16.c); attention one
+                           lane's pairs in order, the odd term of each first */
 } gm_nk_sums;
 
 /* What a tier is, for the loader, the tests and the benchmark. */

@@ -412,18 +412,53 @@ static unsigned long long now_ns(void)
 
 double gm_kernels_pack_seconds(void) { return (double)atomic_load_explicit(&pack_ns, memory_order_relaxed) / 1e9; }
 
+/*
+** The memory X is packed into, kept from one product to the next: a
+** prefill's down projection packs 2048 tokens x 8960 values, 37 MB, and
+** fresh memory each time was the kernel mapping and zeroing its pages
+** (half of what the packing took). Taken and given back by an atomic
+** exchange, so products running at once each have their own; it grows to
+** the largest asked for, up to PACK_KEEP (a longer prompt's buffer is
+** freed after its product), and is held until the process ends. The 64
+** bytes before the buffer hold its size.
+*/
+enum { PACK_KEEP = 64 << 20 };
+static _Atomic(unsigned char *) spare_pack;
+
+static void *pack_take(size_t bytes)
+{
+    const size_t size = (bytes + 63) / 64 * 64;
+    unsigned char *b = atomic_exchange(&spare_pack, NULL);
+    if (b && *(size_t *)(void *)b >= size)
+        return b + 64;
+    free(b);
+    if (!(b = aligned_alloc(64, size + 64)))
+        return NULL;
+    *(size_t *)(void *)b = size;
+    return b + 64;
+}
+
+static void pack_give(void *Xp)
+{
+    unsigned char *b = Xp ? (unsigned char *)Xp - 64 : NULL;
+    if (b && *(size_t *)(void *)b > PACK_KEEP)
+        free(b);
+    else if (b)
+        free(atomic_exchange(&spare_pack, b));
+}
+
 static void matmul_nk(gm_pool *p, mm_job *j)
 {
     const int threads = gm_pool_threads(p);
     const gm_tier *k = j->k;
     void *Xp = NULL;
-    if (k->nk_block && (Xp = aligned_alloc(64, (k->nk_packed(j->T, j->K) + 63) / 64 * 64))) {
+    if (k->nk_block && (Xp = pack_take(k->nk_packed(j->T, j->K)))) {
         pack_job pj = {j, Xp, 0};
         const unsigned long long t0 = now_ns();
         gm_pool_run(p, (j->T + 15) / 16, nk_pack_block, &pj);
         atomic_fetch_add_explicit(&pack_ns, now_ns() - t0, memory_order_relaxed);
         if (atomic_load_explicit(&pj.inexact, memory_order_relaxed)) {
-            free(Xp); /* f32 values: the dot products */
+            pack_give(Xp); /* f32 values: the dot products */
             Xp = NULL;
         }
     }
@@ -431,7 +466,7 @@ static void matmul_nk(gm_pool *p, mm_job *j)
         set_parts(j, u, Xp ? nk_rows(j, j->outs[u * j->step].N, threads) : per_thread(j->outs[u * j->step].N, threads));
     j->Xp = Xp;
     gm_pool_run(p, j->first[j->n_units], Xp ? nk_tiles : nk_dots, j);
-    free(Xp);
+    pack_give(Xp);
 }
 
 /* ---------------------------------------------------------------------- */

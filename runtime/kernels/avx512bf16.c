@@ -60,6 +60,9 @@
 #include "gm/cpu.h"
 #include "kernels_impl.h"
 #include "v16.h"
+#ifndef GM_BF16_MODEL
+#include "pairs16.h"
+#endif
 
 enum {
     DR = 4,            /* tokens a register tile holds */
@@ -93,7 +96,7 @@ static int pack_rows(gm_bf16 *Mp, const float *M, long ld, int n, int d)
             low = _mm512_or_si512(low, u);
             _mm256_storeu_si256((__m256i *)(void *)(o + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
         }
-        inexact |= (uint32_t)_mm512_test_epi32_mask(low, _mm512_set1_epi32(0xFFFF));
+        inexact |= (uint32_t)has_low_bits(low);
 #endif
         for (; k < d; k++) {
             inexact |= x[k] & 0xFFFFu;
@@ -366,7 +369,7 @@ static int pack_pairs(uint32_t *Vp, const float *V, long ld, int nk, int d, int 
             bits = _mm512_or_si512(bits, _mm512_or_si512(u, h));
             _mm512_store_si512((void *)(o + c), _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_and_si512(h, top)));
         }
-        low |= (uint32_t)_mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF));
+        low |= (uint32_t)has_low_bits(bits);
 #endif
         for (; c < d; c++) {
             const uint32_t u = a[c], h = b ? b[c] : 0;
@@ -378,33 +381,6 @@ static int pack_pairs(uint32_t *Vp, const float *V, long ld, int nk, int d, int 
     }
     return low ? -1 : 0;
 }
-
-#ifndef GM_BF16_MODEL
-/* r[i][j] as r[j][i]: 16 x 16 32-bit values, in 64 operations (pairs, quads, then 128-bit lanes) */
-static inline void transpose16x16(__m512i r[16])
-{
-    __m512i t[16], u[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-    }
-    for (int g = 0; g < 16; g += 4) { /* u[g + e], lane L: column 4 L + e of rows g .. g + 3 */
-        u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-        u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-        u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-        u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-    }
-    for (int e = 0; e < 4; e++) {
-        const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x88), v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xDD);
-        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x88);
-        const __m512i v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xDD);
-        r[e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-        r[4 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-        r[8 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-        r[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-    }
-}
-#endif
 
 /*
 ** K's rows [0, nk) (d values each, ld apart) as columns of pairs of d into
@@ -419,9 +395,7 @@ static int pack_cols(uint32_t *Kp, const float *K, long ld, int nk, int d, int n
     for (int j0 = 0; j0 < nkv; j0 += 16)
         for (int p0 = 0; p0 < np; p0 += 16) {
 #ifndef GM_BF16_MODEL
-            /* row r: key j0 + r, its 32 values from 2 p0 as 16 pairs (the high halves of the floats, in order) */
-            const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
-                                                27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+            /* row i: key j0 + i, its 32 values from 2 p0 as 16 pairs */
             const int n = d - 2 * p0 < 32 ? d - 2 * p0 : 32;
             const __mmask16 m0 = (__mmask16)((1u << (n < 16 ? n : 16)) - 1u), m1 = (__mmask16)((1u << (n - 16 > 0 ? n - 16 : 0)) - 1u);
             __m512i r[16], bits = _mm512_setzero_si512();
@@ -430,10 +404,10 @@ static int pack_cols(uint32_t *Kp, const float *K, long ld, int nk, int d, int n
                 const __m512i a = j0 + i < nk ? _mm512_maskz_loadu_epi32(m0, k) : _mm512_setzero_si512();
                 const __m512i b = j0 + i < nk ? _mm512_maskz_loadu_epi32(m1, k + 16) : _mm512_setzero_si512();
                 bits = _mm512_or_si512(bits, _mm512_or_si512(a, b));
-                r[i] = _mm512_permutex2var_epi16(a, hi, b);
+                r[i] = high_halves(a, b);
             }
-            low |= (uint32_t)_mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF));
-            transpose16x16(r);
+            low |= (uint32_t)has_low_bits(bits);
+            transpose16(r);
             for (int q = 0; q < 16 && p0 + q < np; q++)
                 _mm512_store_si512((void *)(Kp + (long)(p0 + q) * nkv + j0), r[q]);
 #else

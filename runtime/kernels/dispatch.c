@@ -416,7 +416,7 @@ double gm_kernels_pack_seconds(void) { return (double)atomic_load_explicit(&pack
 ** The memory X is packed into, kept from one product to the next: a
 ** prefill's down projection packs 2048 tokens x 8960 values, 37 MB, and
 ** fresh memory each time was the kernel mapping and zeroing its pages
-** (half of what the packing took). Taken and given back by an atomic
+** (three quarters of what the packing took). Taken and given back by an atomic
 ** exchange, so products running at once each have their own; it grows to
 ** the largest asked for, up to PACK_KEEP (a longer prompt's buffer is
 ** freed after its product), and is held until the process ends. The 64

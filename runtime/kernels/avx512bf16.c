@@ -1,12 +1,12 @@
 /*
 ** The AVX512_BF16 tier ("avx512-bf16"): products against W in Hugging
 ** Face's (out, in) layout and attention's two products on VDPBF16PS, with
-** the AVX-512 tier for everything else. For the CPUs where that instruction does twice the work
-** of a 16-lane FMA in the same time (AMD Zen 4 and 5: 216 against 105
-** GFLOP/s a thread in bench_runner's peaks on a Zen 4), which is where an
-** AVX-512 tier can be faster than the AVX2 one at all: Zen 4 runs a 16-lane
-** FMA as two 8-lane ones. (On Intel's Sapphire Rapids it is the other way
-** round, and the AMX tier runs there.)
+** the AVX-512 tier for everything else. For the CPUs where that instruction
+** does twice the work of a 16-lane FMA in the same time (AMD Zen 4 and 5:
+** 216 against 105 GFLOP/s a thread in bench_runner's peaks on a Zen 4),
+** which is where an AVX-512 tier can be faster than the AVX2 one at all:
+** Zen 4 runs a 16-lane FMA as two 8-lane ones. (On Intel's Sapphire Rapids
+** it is the other way round, and the AMX tier runs there.)
 **
 ** VDPBF16PS multiplies 16 pairs of bf16 values by 16 pairs and adds each
 ** pair's two products to a lane of f32 sums: the odd product first, then
@@ -14,8 +14,8 @@
 ** and results flushed to zero (the Intel SDM's text; a Zen 4 gives those
 ** bits for every one of 14.4 million lanes of a probe). A row of W is
 ** contiguous along k, which is what the instruction's pairs are, so the
-** product reads W as the file holds it (the loader maps the file: no copy,
-** no transform): 32 values of k of one output are one 64-byte load, and
+** product reads W as the file holds it (the loader copies its bytes as
+** they are, no transform): 32 values of k of one output are one 64-byte load, and
 ** its sum is 16 lanes, added across once k is done. X is packed once per
 ** call into rows of bf16 (nk_pack, which accepts X only when every value
 ** is a bf16 value: the runner's bf16 mode; the products are then exact and
@@ -26,21 +26,21 @@
 ** writes it out): lane l of 16 adds, for each 32 values of k in order (zeros
 ** past K), the products of k = 32 s + 2 l + 1 and then 32 s + 2 l, as above;
 ** then the lanes are added as v16_hsum adds them. It is the same for a decode
-** step's one row as for a prefill's many, whatever the blocking.
+** step's one row as for a prefill's many, whatever the blocking. (Attention's
+** products sum in one lane: below.)
 **
 ** A block (nk_block) is a run of rows of W. Its tokens go a block at a time
 ** (as many as about 384 KB of packed X, which stays in L2; up to 32 tokens,
 ** all of them when they take at most 640 KB, so that W is read once: a
 ** 32-token prefill's down projection, 573 KB, took 1.2x the time in two
 ** blocks), and within that the rows of W go six at a time (a 64-byte piece
-** of each, in L1 while the block's tokens pass over it) against four
-** tokens at a time: a register
-** tile of 4 x 6 sums, 24 of the 32 zmm registers, ten loads for 24
-** VDPBF16PS a step of k. A decode step's one token meets eight rows at a time,
-** one from each eighth of its rows (nk_row), eight runs of W far apart, each
-** fetched 1 KB ahead of its loads. Once a token block's outputs are
-** complete, the epilogue (bias, rounding, SwiGLU, the residual add) finishes
-** them.
+** of each, in L1 while the block's tokens pass over it) against four tokens
+** at a time: a register tile of 4 x 6 sums, 24 of the 32 zmm registers, ten
+** loads for 24 VDPBF16PS a step of k. A decode step's one token meets eight
+** rows at a time, one from each eighth of its rows (nk_row), eight runs of
+** W far apart, each fetched 1 KB ahead of its loads. Once a token block's
+** outputs are complete, the epilogue (bias, rounding, SwiGLU, the residual
+** add) finishes them.
 **
 ** Compiled for AVX512_BF16 here, and, as avx512bf16_model.c
 ** ("avx512-bf16-model"), for a software model of VDPBF16PS on AVX2 (v16.h's
@@ -328,7 +328,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
 ** give the one sum over all of them. No sum across lanes: d is 64 or 128,
 ** where a projection's 16 lanes added across would cost as much as the
 ** products (the first form of this, the projections' 4 x 6 tile over d,
-** took 1.25x the AVX-512 tier's time).
+** took 1.26x the AVX-512 tier's time).
 **
 ** The rows of Q and of P are packed as nk_pack packs X (pack_rows), and a
 ** pair of one row broadcast to every lane (v16w_pair) meets 16 columns of

@@ -184,7 +184,10 @@ static inline const gm_bf16 *a_tile(const gm_bf16 *W, int K, int n, int valid, i
     return edge;
 }
 
-enum { AHEAD = 8 }; /* k-steps ahead whose lines of W are fetched (4 and 8 beat 16 and 32, bench/HISTORY.md) */
+enum {
+    AHEAD = 8, /* k-steps ahead whose lines of W are fetched from memory (4 and 8 beat 16 and 32, bench/HISTORY.md) */
+    NEXT_A = 2 /* and from L2, in the later passes: the A tiles' lines (their B tiles' gain nothing; 1-4 alike) */
+};
 
 /* Rows [n, n + rows) of W (rows of K values), their line at k: fetched to L1 */
 static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
@@ -378,6 +381,10 @@ static void TIER(nk_block)(const gm_nk_block *b)
                             const long sa = (long)K * 2;
                             const int sw = se < K / 32 ? se : K / 32; /* k-steps whole in W */
                             for (; s < sw; s++) {
+                                if (s + NEXT_A < sw) { /* L2 to L1: the tile loads no longer wait on L2 */
+                                    fetch_rows(o0->W, K, n, 16, 32 * (s + NEXT_A));
+                                    fetch_rows(o1->W, K, m, 16, 32 * (s + NEXT_A));
+                                }
                                 TILE_LOAD(4, a0 + 32 * s, sa);
                                 TILE_LOAD(5, a1 + 32 * s, sa);
                                 TILE_LOAD(6, b0 + 256 * s, 64);

@@ -35,17 +35,9 @@
 
 #include "bench_util.h"
 #include "gm/cpu.h"
+#include "peaks.h"
 
 enum { STRIPES = 10, PAIRS = 16, MAX_REPS = 64 };
-
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-/* GCC's tile builtins do not say which memory they read or write */
-#define MEMORY() __asm__ volatile("" ::: "memory")
 
 typedef enum { PRODUCTS_UNSTORED, PRODUCTS_STORED, LOADS_L1, LOADS_L2, LOOP_L1, LOOP_L2, WAYS } way; /* NAMES[] */
 
@@ -93,7 +85,6 @@ static double run(way w, const operands *o)
                 _tile_stored(1, o->C + 256, 64);
                 _tile_stored(2, o->C + 512, 64);
                 _tile_stored(3, o->C + 768, 64);
-                MEMORY();
             }
         }
     }
@@ -135,13 +126,7 @@ int main(int argc, char **argv)
         W[i] = 0x3C00; /* 2^-7 */
     for (size_t i = 0; i < xn; i++)
         X[i] = 0x3C003C00u;
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++)
-        cfg.rows[t] = 16, cfg.colsb[t] = 64;
-    MEMORY();
-    _tile_loadconfig(&cfg);
+    amx_tiles_16x64();
     const operands o = {W, X, C, K};
     double t[WAYS][MAX_REPS], n[WAYS] = {0};
     for (int r = 0; r < reps; r++) /* the ways in turns, so that a change in the machine meets them all */

@@ -32,6 +32,9 @@ double peak_avx512_fma(long iters, float *sink);
 double peak_avx512_bf16(long iters, float *sink);
 double peak_amx_bf16(long iters, float *sink);
 
+/* LDTILECFG with palette 1, every one of the eight tiles 16 rows of 64 bytes (peaks_amx.c; bench_tiles too) */
+void amx_tiles_16x64(void);
+
 /*
 ** The sum of [p, p + n) as 32-bit lanes (p 64-byte aligned, n a multiple of 256 x streams), read
 ** with wide loads into independent accumulators, as `streams` contiguous runs side by side; ahead > 0

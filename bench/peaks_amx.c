@@ -30,7 +30,7 @@ _Static_assert(sizeof(tile_config) == 64, "the tile configuration is 64 bytes");
 ** Each round issues four TDPBF16PS on the four independent accumulators
 ** (Cij += Ai Bj), 16 * 16 * 32 * 2 flops each.
 */
-double peak_amx_bf16(long iters, float *sink)
+void amx_tiles_16x64(void)
 {
     tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -39,14 +39,19 @@ double peak_amx_bf16(long iters, float *sink)
         cfg.colsb[t] = 64;
         cfg.rows[t] = 16;
     }
+    STORES_DONE(&cfg);
+    _tile_loadconfig(&cfg);
+}
+
+double peak_amx_bf16(long iters, float *sink)
+{
     _Alignas(64) uint16_t a[16 * 32], b[16 * 32];
     _Alignas(64) float c[4][16 * 16];
     for (int i = 0; i < 16 * 32; i++) {
         a[i] = 0x3F00; /* 0.5 in bf16 */
         b[i] = 0x3980; /* 2^-12 */
     }
-    STORES_DONE(&cfg);
-    _tile_loadconfig(&cfg);
+    amx_tiles_16x64();
     STORES_DONE(a);
     STORES_DONE(b);
     _tile_loadd(4, a, 64);

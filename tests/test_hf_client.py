@@ -120,7 +120,12 @@ class FakeHub:
 
     def stop(self):
         self.p.terminate()
-        self.p.wait()
+        try:
+            self.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:      # never left running: it would hold the test's output pipe
+            self.p.kill()
+            self.p.wait()
+            raise AssertionError("the fake Hub did not stop on SIGTERM within 10 s")
         self.events.close()
 
 

@@ -31,11 +31,20 @@ static void setup(void)
     hub.pid = 0;
 }
 
+/* SIGTERM, and SIGKILL if it has not exited 10 s later: a fake Hub left running would hold ctest's pipe. */
 static void hub_stop(void)
 {
     if (hub.pid > 0) {
         kill(hub.pid, SIGTERM);
-        waitpid(hub.pid, NULL, 0);
+        int exited = 0;
+        for (int i = 0; i < 1000 && !exited; i++)
+            if (!(exited = waitpid(hub.pid, NULL, WNOHANG) == hub.pid))
+                usleep(10000);
+        if (!exited) {
+            kill(hub.pid, SIGKILL);
+            waitpid(hub.pid, NULL, 0);
+        }
+        cr_expect(exited, "the fake Hub (pid %d) did not stop on SIGTERM within 10 s", (int)hub.pid);
         hub.pid = 0;
     }
 }

@@ -19,7 +19,8 @@ commit) and refs/pr/1 (a commit of its own with the same files).
 
 When both listen, one JSON line {"hub": port, "cdn": port, "pid": pid} is
 written to --ready-file (via F.tmp + rename) and, as "ready {...}", to
---events-fd. Exits on SIGTERM/SIGINT, or by itself after --max-seconds (300).
+--events-fd. Exits on SIGTERM/SIGINT, when the process that started it is gone
+(a test killed on its timeout), or by itself after --max-seconds (300).
 Fault-injection modes (--mode, repeatable): ignore-range, drop-once,
 drop-always, slow, fail-first, redirect-loop, rename, truncate, stall (the
 first GET of each blob from the cdn sends --stall-bytes bytes, says
@@ -524,8 +525,8 @@ def main():
         os.rename(tmp, args.ready_file)
     state.event("ready " + ready)
 
-    deadline = time.monotonic() + args.max_seconds
-    while not stopping and time.monotonic() < deadline:
+    deadline, parent = time.monotonic() + args.max_seconds, os.getppid()
+    while not stopping and time.monotonic() < deadline and os.getppid() == parent:
         time.sleep(0.02)                         # a handler runs as its signal arrives; seen within 20 ms
     for s in (hub, cdn):
         s.shutdown()

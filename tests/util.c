@@ -80,8 +80,11 @@ int tu_run(const char *cmd, char **out, char **err)
     char full[16384], po[4200], pe[4200];
     snprintf(po, sizeof po, "%s/stdout", dir);
     snprintf(pe, sizeof pe, "%s/stderr", dir);
-    /* in a subshell, so that the redirections are the whole command's, not its last part's */
-    snprintf(full, sizeof full, "( %s ) >'%s' 2>'%s' </dev/null", cmd, po, pe);
+    /*
+    ** The shell's own descriptors redirected first, so that they are the whole command's, and no
+    ** process of it holds the test's output (ctest's pipe) if criterion kills the test on its timeout.
+    */
+    snprintf(full, sizeof full, "exec >'%s' 2>'%s' </dev/null; %s", po, pe, cmd);
     int rc = system(full);
     char *o = tu_read(po, NULL), *e = tu_read(pe, NULL);
     if (out)

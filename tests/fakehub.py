@@ -44,6 +44,7 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall"}
+HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
 class Blob:
@@ -242,7 +243,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.status, self.sent = 0, 0
         try:
             self.route()
-        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        except HANGUPS:
             self.close_connection = True         # client hung up: expected in tests
         self.state.write_log({
             "server": self.role, "method": self.command, "path": self.path,
@@ -470,7 +471,7 @@ class Server(http.server.ThreadingHTTPServer):
 
     def handle_error(self, request, client_address):
         """A client that hangs up between requests is what tests do; anything else is printed."""
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, socket.timeout)):
+        if not isinstance(sys.exc_info()[1], HANGUPS):
             super().handle_error(request, client_address)
 
 

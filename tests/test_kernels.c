@@ -290,6 +290,12 @@ static void order_reference(float *Y, gm_nk_sums order, const float *X, const gm
         }
 }
 
+/* the first tier that summed in some number of lanes, and its outputs */
+typedef struct first_of {
+    const char *tier;
+    float *Y;
+} first_of;
+
 /* W[K][N] as Wn[N][K] */
 static gm_bf16 *rows_of(const gm_bf16 *W, int K, int N)
 {
@@ -309,16 +315,17 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
     ** the same on every tier, the AMX ones too (they leave that form to the
     ** AVX-512 tier), with W (in, out) or in panels of 16 or 32 columns (on
     ** every tier, whichever it reads best). An (out, in) product sums in the tier's order
-    ** (gm_tier_info): in k order on the portable tier (the same bits as the
-    ** (in, out) product), in TDPBF16PS's order on the tiles tiers and in
+    ** (gm_tier_info): in lanes on the FMA tiers, the same bits on tiers of as
+    ** many lanes (portable and avx2 at 8, avx512 and its model at 16), in
+    ** k order on a tier of none, in TDPBF16PS's order on the tiles tiers and in
     ** VDPBF16PS's on the avx512-bf16 ones, checked against tile_order and
     ** dp_order bit for bit on the software models. On the hardware the
     ** check is logged, not asserted, on these inputs: each model follows
     ** the SDM's text, and the sums below are inexact, so a difference between
     ** the text and the silicon would show here first (the next test asserts
     ** hardware and model agree where every sum is exact, and the golden tests
-    ** run the hardware tier end to end). The FMA tiers' dot products sum in
-    ** lanes: within a bf16 ulp of the reference.
+    ** run the hardware tier end to end). The FMA tiers' lanes: within a bf16
+    ** ulp of the reference.
     */
     const int shapes[][3] = {{1, 300, 1000}, {1, 1536, 256}, {1, 520, 301}, /* a row's rows left past whole regions */
                              {2, 64, 48}, {7, 260, 200}, {32, 513, 390}, {33, 96, 263}, {70, 2100, 40},
@@ -337,6 +344,7 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
         for (int round = 0; round < 2; round++) {
+            first_of by_lanes[2] = {{NULL, malloc(sizeof(float) * T * N)}, {NULL, malloc(sizeof(float) * T * N)}};
             gm_kernels_select("portable");
             gm_matmul(pool, Y[0], X, W, b, T, K, N, round);
             EACH_TIER(t) {
@@ -359,6 +367,17 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                               "T=%d K=%d N=%d round=%d: (out, in) on %s differs from (in, out)", T, K, N, round, t);
                     continue;
                 }
+                if (!sdm) { /* tiers that sum in as many lanes sum alike: the same bits (portable and avx2, at 8) */
+                    cr_assert(ti->lanes == 8 || ti->lanes == 16, "%s: %d lanes", t, ti->lanes);
+                    first_of *l = &by_lanes[ti->lanes == 8 ? 0 : 1];
+                    if (!l->tier) {
+                        l->tier = t;
+                        memcpy(l->Y, Y[1], sizeof(float) * T * N);
+                    } else
+                        cr_assert(memcmp(l->Y, Y[1], sizeof(float) * T * N) == 0,
+                                  "T=%d K=%d N=%d round=%d: (out, in) on %s and %s, both in %d lanes, differ", T, K, N,
+                                  round, t, l->tier, ti->lanes);
+                }
                 if (sdm)
                     order_reference(Y[2], ti->nk_sums, X, Wn, b, T, K, N, round);
                 if (sdm && ti->model) {
@@ -376,6 +395,7 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                 cr_log_info("%s, (out, in), T=%d K=%d N=%d round=%d: %d of %d outputs bit-identical to %s", t, T, K, N,
                             round, same, T * N, sdm ? order : "k order");
             }
+            free(by_lanes[0].Y), free(by_lanes[1].Y);
         }
         free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(Wn), free(b);
         for (int f = 1; f < KN_FORMS; f++)

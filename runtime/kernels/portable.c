@@ -3,7 +3,8 @@
 ** order of every sum as the wider tiers, so that each output is the same
 ** f32 sum (bit for bit where the products are exact: bf16 inputs), on W
 ** (in, out) row-major or in panels of any width (its form: GM_W_PANEL16,
-** which the AVX2 tier reads as well). The element-wise steps and their exp are the vector tiers' source at one lane
+** which the AVX2 tier reads as well), and W (out, in) in the AVX2 tier's
+** 8 lanes. The element-wise steps and their exp are the vector tiers' source at one lane
 ** (vec_steps.h on v1.h), so they give the same bits. The load-time
 ** transposes use SSE2 where the compiler targets it (every x86-64 CPU has
 ** it), plain loops elsewhere; conversions are exact scalar code.
@@ -333,95 +334,90 @@ static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int
     }
 }
 
+/* ---------------------------------------------------------------------- */
+/* against W^T, rows of W as outputs (the LM head) */
+
+/* the 8 bf16 at w as f32, values 0-3 and 4-7: each with a zero below it */
+static inline __attribute__((always_inline)) void widen8(const gm_bf16 *w, v4f *lo, v4f *hi)
+{
+    v8h h;
+    memcpy(&h, w, sizeof h);
+    const v8h z = {0};
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    *lo = (v4f)__builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = (v4f)__builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
+#else
+    *lo = (v4f)__builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = (v4f)__builtin_shufflevector(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+}
+
+/* lanes 0-3 and 4-7 added across as v8_hsum adds them: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)) */
+static inline float hsum8(v4f lo, v4f hi)
+{
+    const v4f s = lo + hi;
+    return (s[0] + s[2]) + (s[1] + s[3]);
+}
+
+/*
+** Y[r * ldy] = dot(X[r * ldx][0..K), Wn[r * ldw][0..K)) for r < R (R a
+** constant where it is inlined): R rows of X against one row of W (ldw 0),
+** or one row of X against R rows of W (ldx 0), the next R rows of W then
+** fetched a line a row every 32 values (with `ahead`), into L2. In the
+** avx2 tier's order (vec_kernels.h's dots at 8 lanes): lane j sums the
+** products at k = j mod 8, here as two vectors of 4, added across at the
+** end as v8_hsum does, then the last values in order; for bf16 inputs,
+** whose products are exact, the same bits. (Its sixteen rows a pass in k
+** order, a lane a row, spent as many shuffles turning W's rows into lanes
+** as multiplies: the LM head's shape on a Zen 3, one thread, 11-14 GB/s
+** with W in L2 and 10-11 from memory, against 21-24 and 16-17 now; on two
+** threads 13-21 against 17-29.)
+*/
+static inline __attribute__((always_inline)) void dots8(float *Y, long ldy, const float *X, long ldx,
+                                                        const gm_bf16 *Wn, long ldw, int K, int ahead, const int R)
+{
+    v4f a[4] = {{0}}, b[4] = {{0}}; /* row r's lanes 0-3 in a[r], 4-7 in b[r] */
+    const char *next = (const char *)(Wn + R * ldw);
+    int k = 0;
+    for (; k + 8 <= K; k += 8) {
+        if (ahead && k % 32 == 0)
+            for (int r = 0; r < R; r++)
+                __builtin_prefetch(next + (r * ldw + k) * 2, 0, 2);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            v4f xl, xh, wl, wh;
+            memcpy(&xl, X + r * ldx + k, sizeof xl), memcpy(&xh, X + r * ldx + k + 4, sizeof xh);
+            widen8(Wn + r * ldw + k, &wl, &wh);
+            a[r] += xl * wl, b[r] += xh * wh;
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float s = hsum8(a[r], b[r]);
+        for (int j = k; j < K; j++)
+            s = fmaf(X[r * ldx + j], gm_bf16_to_f32(Wn[r * ldw + j]), s);
+        Y[r * ldy] = s;
+    }
+}
+
+/* Y[t][n] = dot(X[t], Wn) for t < rows (<= 4), one row of W */
 static void dot_portable(float *Y, long ldy, const float *X, long ldx, const gm_bf16 *Wn, int K, int rows)
 {
-    for (int r = 0; r < rows; r++) {
-        float s = 0.0f;
-        for (int k = 0; k < K; k++)
-            s += X[(long)r * ldx + k] * gm_bf16_to_f32(Wn[k]);
-        Y[(long)r * ldy] = s;
+    switch (rows) {
+    case 4: dots8(Y, ldy, X, ldx, Wn, 0, K, 0, 4); break;
+    case 3: dots8(Y, ldy, X, ldx, Wn, 0, K, 0, 3); break;
+    case 2: dots8(Y, ldy, X, ldx, Wn, 0, K, 0, 2); break;
+    default: dots8(Y, ldy, X, ldx, Wn, 0, K, 0, 1); break;
     }
 }
 
-/*
-** Rows a-d's values k..k+7 as eight f32 vectors w[j] = {a[j], b[j], c[j],
-** d[j]}: the rows' pairs of values (32 bits each) transposed 4 x 4, then
-** each pair split into its two values, one shifted up, the other masked.
-*/
-static inline __attribute__((always_inline)) void rows4_k8(v4f w[8], const gm_bf16 *a, const gm_bf16 *b,
-                                                           const gm_bf16 *c, const gm_bf16 *d)
-{
-    v4u A, B, C, D;
-    memcpy(&A, a, 16), memcpy(&B, b, 16), memcpy(&C, c, 16), memcpy(&D, d, 16);
-    const v4u ab0 = __builtin_shufflevector(A, B, 0, 4, 1, 5), ab1 = __builtin_shufflevector(A, B, 2, 6, 3, 7);
-    const v4u cd0 = __builtin_shufflevector(C, D, 0, 4, 1, 5), cd1 = __builtin_shufflevector(C, D, 2, 6, 3, 7);
-    const v4u t[4] = {
-        __builtin_shufflevector(ab0, cd0, 0, 1, 4, 5), /* values 0 and 1 of a, b, c and d */
-        __builtin_shufflevector(ab0, cd0, 2, 3, 6, 7), /* values 2 and 3 */
-        __builtin_shufflevector(ab1, cd1, 0, 1, 4, 5),
-        __builtin_shufflevector(ab1, cd1, 2, 3, 6, 7),
-    };
-    const v4u hi = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u};
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        w[2 * i] = (v4f)(t[i] & hi), w[2 * i + 1] = (v4f)(t[i] << 16);
-#else
-        w[2 * i] = (v4f)(t[i] << 16), w[2 * i + 1] = (v4f)(t[i] & hi);
-#endif
-    }
-}
-
-/* acc + the products of four rows of W (rows ld apart) with x's eight broadcast values, in k order */
-static inline __attribute__((always_inline)) v4f rows4_dot8(v4f acc, const v4f *xb, const gm_bf16 *w, long ld)
-{
-    v4f a[8];
-    rows4_k8(a, w, w + ld, w + 2 * ld, w + 3 * ld);
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++)
-        acc += xb[j] * a[j];
-    return acc;
-}
-
-/*
-** One row of X against rows [n0, n1) of W (out, in): each output
-** dot_portable's one sum in k order. Sixteen rows a pass, four to a vector
-** (a lane a row), so that four vectors of sums, each a chain of additions,
-** overlap; W's rows are turned into those lanes eight values at a time
-** (rows4_k8). (Four rows a pass, one float each: 0.31-0.38x the speed on
-** the LM head's shape on a Zen 4; eight rows a pass, 0.80-0.95x.)
-*/
+/* Y[n] = dot(X, W[n]) for n in [n0, n1): four rows of W at once against one row of X, the next four fetched ahead */
 static void dot_rows_portable(float *Y, const float *X, const gm_bf16 *W, int K, int n0, int n1)
 {
-    const int K8 = K / 8 * 8;
-    v4f *xb = malloc(sizeof *xb * (size_t)K); /* X's values, each in every lane (no room: one row at a time) */
-    for (int k = 0; xb && k < K; k++)
-        xb[k] = (v4f){X[k], X[k], X[k], X[k]};
     int n = n0;
-    for (; xb && n + 16 <= n1; n += 16) {
-        const gm_bf16 *w = W + (long)n * K;
-        v4f s0 = {0}, s1 = s0, s2 = s0, s3 = s0;
-        for (int k = 0; k < K8; k += 8) {
-            s0 = rows4_dot8(s0, xb + k, w + k, K);
-            s1 = rows4_dot8(s1, xb + k, w + 4L * K + k, K);
-            s2 = rows4_dot8(s2, xb + k, w + 8L * K + k, K);
-            s3 = rows4_dot8(s3, xb + k, w + 12L * K + k, K);
-        }
-        v4f s[4] = {s0, s1, s2, s3};
-        for (int g = 0; g < 4; g++) {
-            const gm_bf16 *wg = w + 4L * g * K;
-            for (int k = K8; k < K; k++) {
-                const v4f a = {gm_bf16_to_f32(wg[k]), gm_bf16_to_f32(wg[K + k]), gm_bf16_to_f32(wg[2L * K + k]),
-                               gm_bf16_to_f32(wg[3L * K + k])};
-                s[g] += xb[k] * a;
-            }
-            for (int i = 0; i < 4; i++)
-                Y[n + 4 * g + i] = s[g][i];
-        }
-    }
-    free(xb);
+    for (; n + 4 <= n1; n += 4)
+        dots8(Y + n, 1, X, 0, W + (long)n * K, K, K, 1, 4);
     for (; n < n1; n++)
-        dot_portable(Y + n, 0, X, 0, W + (long)n * K, K, 1);
+        dots8(Y + n, 0, X, 0, W + (long)n * K, 0, K, 0, 1);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -631,6 +627,7 @@ void gm_matmul_reference(float *Y, const float *X, const gm_bf16 *W, const gm_bf
 const gm_tier gm_tier_portable = {
     .name = "portable",
     .wform = GM_W_PANEL16,
+    .lanes = 8, /* its (out, in) products sum as the avx2 tier's do */
     .band = band_portable,
     .panel_unit = 1, /* any width */
     .gemv = gemv_portable,

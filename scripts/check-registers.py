@@ -8,9 +8,9 @@ graph's blocks, their dominators and the edges back to a dominating header), eac
 instructions (not those of a loop inside it). A loop with at least MIN_FMAS multiply-adds (vfmadd*,
 vfnmadd*, vfmsub*, vdpbf16ps; in the portable tier's baseline x86-64 code, which has no FMA, its SSE
 adds when it multiplies as often: a heuristic that holds for the project's own -O2 build, while at
--O3 GCC's unrolled remainder of the one-row (in, out) product and swiglu's exp trip it; clang -O2 keeps
-two of the LM head's four vectors of sums (dot_rows_portable) on the stack, a form still 1.24x as fast
-under clang as eight rows a pass, whose sums it keeps in registers), or
+-O3 GCC's unrolled remainder of the one-row (in, out) product and swiglu's exp trip it; clang 14 at
+-O2 keeps one of the twelve vectors of sums of decode's three runs of panels (gemv_panels_portable) on
+the stack, which GCC keeps in registers), or
 with tile products (tdpbf16ps), is a product's, and fails when the compiler kept its accumulators or
 operands in memory:
   - a vector register stored to a stack slot that the loop's vector instructions read back (a

@@ -238,9 +238,10 @@ static inline __attribute__((always_inline)) void panel_row(float *y, const floa
 
 /*
 ** a[0..4) += xk * the 16 bf16 at w as f32: each 32-bit pair of values split
-** into its first (shifted up) and its second (masked), so that a[0] and
-** a[1] hold columns 0-7 even and odd, a[2] and a[3] columns 8-15 (no zero
-** register, as a zero below each value by interleaving would take).
+** into its even column and its odd one (one shifted up, the other masked,
+** as the byte order places them), so that a[0] and a[1] hold columns 0-7
+** even and odd, a[2] and a[3] columns 8-15 (no zero register, as a zero
+** below each value by interleaving would take).
 */
 static inline __attribute__((always_inline)) void step16(v4f a[4], v4f xk, const gm_bf16 *w)
 {
@@ -271,7 +272,7 @@ static inline __attribute__((always_inline)) void store16(float *y, const v4f a[
 ** R, R a constant where it is inlined: R runs of W side by side, read as R
 ** streams at once, 4 sums a vector, each sum in k order. Three runs are
 ** twelve vectors of sums, which with x's value and two temporaries fit
-** SSE's sixteen registers. (On a Zen 3, one thread, W from memory: 15.7-20
+** SSE's sixteen registers under GCC (clang 14 keeps one on the stack). (On a Zen 3, one thread, W from memory: 15.7-20
 ** GB/s, against 10.4-11.7 for one run at a time through an array of sums;
 ** in L2, 21.8-22.5 against 15.0-15.5.)
 */
@@ -367,8 +368,8 @@ static inline float hsum8(v4f lo, v4f hi)
 ** avx2 tier's order (vec_kernels.h's dots at 8 lanes): lane j sums the
 ** products at k = j mod 8, here as two vectors of 4, added across at the
 ** end as v8_hsum does, then the last values in order; for bf16 inputs,
-** whose products are exact, the same bits. (Its sixteen rows a pass in k
-** order, a lane a row, spent as many shuffles turning W's rows into lanes
+** whose products are exact, the same bits. (The loop before, sixteen rows
+** a pass in k order, a lane a row, spent as many shuffles turning W's rows into lanes
 ** as multiplies: the LM head's shape on a Zen 3, one thread, 11-14 GB/s
 ** with W in L2 and 10-11 from memory, against 21-24 and 16-17 now; on two
 ** threads 13-21 against 17-29.)

@@ -210,7 +210,7 @@ const char *const *gm_kernels_tiers(void);
 ** products of bf16 values (over d, or over the keys):
 */
 typedef enum gm_nk_sums {
-    GM_SUMS_LANES = 0,  /* `lanes` partial sums added across at the end (lanes 0: one sum in k order); attention in order */
+    GM_SUMS_LANES = 0,  /* `lanes` partial sums added across at the end; attention in order */
     GM_SUMS_TILES = 1,  /* TDPBF16PS's: pairs of k, 32 at a time (amx.c); attention the same */
     GM_SUMS_DPBF16 = 2  /* VDPBF16PS's: 16 lanes of pairs of k, added across at the end (avx512bf16.c); attention one
                            lane's pairs in order, the odd term of each first */

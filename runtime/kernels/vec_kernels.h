@@ -9,7 +9,8 @@
 ** the keys, in order), whatever the width and the blocking, so products of
 ** bf16 values give the same bits on every one of these tiers and on the
 ** portable one. The sums of the dot products against W^T (the LM head) are
-** the exception: lanes of VF_LANES, added across at the end (vf_hsum).
+** the exception: lanes of VF_LANES, added across at the end (vf_hsum), which
+** the portable tier's dot products copy at 8 (portable.c: avx2's bits).
 **
 ** The register tiles keep their accumulators in named variables, one pair
 ** (even and odd columns) a row, unrolled for a row count that is a constant

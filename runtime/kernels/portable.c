@@ -28,6 +28,25 @@ enum {
 /* ---------------------------------------------------------------------- */
 /* matrix products */
 
+typedef uint16_t v8h __attribute__((vector_size(16)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+
+/* the 8 bf16 at w as f32, values 0-3 and 4-7: each with a zero below it */
+static inline __attribute__((always_inline)) void widen8(const gm_bf16 *w, v4f *lo, v4f *hi)
+{
+    v8h h;
+    memcpy(&h, w, sizeof h);
+    const v8h z = {0};
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    *lo = (v4f)__builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = (v4f)__builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
+#else
+    *lo = (v4f)__builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = (v4f)__builtin_shufflevector(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+}
+
 /*
 ** Rows [k0, k1) of columns [n0, n0 + ncols) of b's W, in (in, out) or in
 ** panels, as f32 panels of nr columns. A row of W holds the columns of one
@@ -37,8 +56,6 @@ enum {
 ** time: the band at 32 rows, gate's, down's and q's shapes, 0.79-0.82x the
 ** time now on a Zen 4; at 4 rows 0.48x, at 128 rows 0.93x.)
 */
-typedef uint16_t v8h __attribute__((vector_size(16)));
-
 typedef struct pack_run {
     const gm_bf16 *w; /* its first column, row 0 */
     long ld;          /* from one row of W to the next */
@@ -69,17 +86,9 @@ static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, 
             const gm_bf16 *w = run[r].w + (long)k * run[r].ld;
             float *d = run[r].d + (long)(k - k0) * run[r].width;
             int j = 0;
-            for (; j + 8 <= run[r].len; j += 8) { /* eight values: each bf16 with a zero below it is its f32 */
-                v8h h;
-                memcpy(&h, w + j, sizeof h);
-                const v8h z = {0};
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-                const v8h lo = __builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
-                const v8h hi = __builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
-#else
-                const v8h lo = __builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
-                const v8h hi = __builtin_shufflevector(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
-#endif
+            for (; j + 8 <= run[r].len; j += 8) {
+                v4f lo, hi;
+                widen8(w + j, &lo, &hi);
                 memcpy(d + j, &lo, sizeof lo), memcpy(d + j + 4, &hi, sizeof hi);
             }
             for (; j < run[r].len; j++)
@@ -99,9 +108,6 @@ static void pack_portable(float *dst, const gm_band *b, int k0, int k1, int n0, 
 ** at a time, at 5-128 rows); the last panel's columns go 4 and then 1 at a
 ** time.
 */
-typedef float v4f __attribute__((vector_size(16)));
-typedef uint32_t v4u __attribute__((vector_size(16)));
-
 static inline __attribute__((always_inline)) void micro_row(float *y, long ldy, const float *x, long ldx,
                                                             const float *P, long ld, int kb, const int m, const int R)
 {
@@ -218,18 +224,18 @@ static void gemv_portable(float *y, const float *x, const gm_bf16 *W, long ldw, 
 }
 
 /*
-** y[0..m) = x[0..K) @ the m columns at w (rows ld apart), each sum in k
-** order; m a constant where it is inlined, as in micro_row.
+** y[0..m) = x[0..K) @ the m columns at w (rows ld apart), m <= 4, each sum
+** in k order; m a constant where it is inlined, as in micro_row.
 */
 static inline __attribute__((always_inline)) void panel_row(float *y, const float *x, const gm_bf16 *w, long ld,
                                                              int K, const int m)
 {
-    float acc[32];
+    float acc[4];
     for (int j = 0; j < m; j++)
         acc[j] = 0.0f;
     for (int k = 0; k < K; k++) {
         const float xk = x[k];
-#pragma GCC unroll 32
+#pragma GCC unroll 4
         for (int j = 0; j < m; j++)
             acc[j] += xk * gm_bf16_to_f32(w[(long)k * ld + j]);
     }
@@ -337,21 +343,6 @@ static void gemv_panels_portable(float *y, const float *x, const gm_bf16 *W, int
 
 /* ---------------------------------------------------------------------- */
 /* against W^T, rows of W as outputs (the LM head) */
-
-/* the 8 bf16 at w as f32, values 0-3 and 4-7: each with a zero below it */
-static inline __attribute__((always_inline)) void widen8(const gm_bf16 *w, v4f *lo, v4f *hi)
-{
-    v8h h;
-    memcpy(&h, w, sizeof h);
-    const v8h z = {0};
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    *lo = (v4f)__builtin_shufflevector(h, z, 0, 8, 1, 9, 2, 10, 3, 11);
-    *hi = (v4f)__builtin_shufflevector(h, z, 4, 12, 5, 13, 6, 14, 7, 15);
-#else
-    *lo = (v4f)__builtin_shufflevector(z, h, 0, 8, 1, 9, 2, 10, 3, 11);
-    *hi = (v4f)__builtin_shufflevector(z, h, 4, 12, 5, 13, 6, 14, 7, 15);
-#endif
-}
 
 /* lanes 0-3 and 4-7 added across as v8_hsum adds them: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)) */
 static inline float hsum8(v4f lo, v4f hi)

@@ -44,77 +44,87 @@ void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, c
 /* load time: transposes */
 
 /*
-** 16 x 16 values of src (rows, stride ls) into o[c] = column c, rows 0-15.
-** The unpacks work within 128-bit halves, so each half is an 8-column
-** transpose of its own (columns 0-7 low, 8-15 high): three rounds of
-** unpacks per 8 rows, then the two groups of 8 rows joined half by half.
+** Columns [0, 8) of 16 rows of src (stride ls): o[j] = column j, rows 0-15
+** in order. Row i shares a register with row i + 8 (i in the low half,
+** i + 8 in the high), so the three rounds of unpacks, which work within
+** halves, transpose both groups of 8 rows at once and nothing crosses
+** halves. Straight-line code: the 8 loads, 24 unpacks and 8 results stay
+** in registers (a version over arrays and loops went through the stack, at
+** a fifth of the speed).
 */
-static inline void transpose16(__m256i o[16], const gm_bf16 *src, size_t ls)
+#define ROWS2(i)                                                                                                   \
+    _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(src + (i) * ls))), \
+                            _mm_loadu_si128((const __m128i *)(const void *)(src + ((i) + 8) * ls)), 1)
+static inline __attribute__((always_inline)) void columns8(__m256i o[8], const gm_bf16 *src, size_t ls)
 {
-    __m256i col[2][8]; /* [rows 0-7 or 8-15][c]: column c in the low half, c + 8 in the high */
-    for (int g = 0; g < 2; g++) {
-        __m256i a[8], p[8], q[8];
-        for (int i = 0; i < 8; i++)
-            a[i] = _mm256_loadu_si256((const __m256i *)(const void *)(src + (8 * g + i) * ls));
-        for (int i = 0; i < 4; i++) {
-            p[i] = _mm256_unpacklo_epi16(a[2 * i], a[2 * i + 1]);     /* rows 2i, 2i+1; columns 0-3 */
-            p[i + 4] = _mm256_unpackhi_epi16(a[2 * i], a[2 * i + 1]); /* columns 4-7 */
-        }
-        for (int h = 0; h < 2; h++) {
-            const __m256i *ph = p + 4 * h;
-            q[4 * h] = _mm256_unpacklo_epi32(ph[0], ph[1]);     /* rows 0-3, columns 0-1 (+4h) */
-            q[4 * h + 1] = _mm256_unpackhi_epi32(ph[0], ph[1]); /* rows 0-3, columns 2-3 */
-            q[4 * h + 2] = _mm256_unpacklo_epi32(ph[2], ph[3]); /* rows 4-7, columns 0-1 */
-            q[4 * h + 3] = _mm256_unpackhi_epi32(ph[2], ph[3]); /* rows 4-7, columns 2-3 */
-            col[g][4 * h] = _mm256_unpacklo_epi64(q[4 * h], q[4 * h + 2]);
-            col[g][4 * h + 1] = _mm256_unpackhi_epi64(q[4 * h], q[4 * h + 2]);
-            col[g][4 * h + 2] = _mm256_unpacklo_epi64(q[4 * h + 1], q[4 * h + 3]);
-            col[g][4 * h + 3] = _mm256_unpackhi_epi64(q[4 * h + 1], q[4 * h + 3]);
-        }
-    }
-    for (int c = 0; c < 8; c++) {
-        o[c] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x20);
-        o[c + 8] = _mm256_permute2x128_si256(col[0][c], col[1][c], 0x31);
-    }
+    const __m256i a0 = ROWS2(0), a1 = ROWS2(1), a2 = ROWS2(2), a3 = ROWS2(3);
+    const __m256i a4 = ROWS2(4), a5 = ROWS2(5), a6 = ROWS2(6), a7 = ROWS2(7);
+    /* pairs of rows: p0 rows 0, 1 of columns 0-3, p1 of columns 4-7; p2, p3 rows 2, 3; ... */
+    const __m256i p0 = _mm256_unpacklo_epi16(a0, a1), p1 = _mm256_unpackhi_epi16(a0, a1);
+    const __m256i p2 = _mm256_unpacklo_epi16(a2, a3), p3 = _mm256_unpackhi_epi16(a2, a3);
+    const __m256i p4 = _mm256_unpacklo_epi16(a4, a5), p5 = _mm256_unpackhi_epi16(a4, a5);
+    const __m256i p6 = _mm256_unpacklo_epi16(a6, a7), p7 = _mm256_unpackhi_epi16(a6, a7);
+    /* fours of rows: q0 rows 0-3 of columns 0-1, q1 of columns 2-3, q2, q3 rows 4-7; q4-q7 columns 4-7 */
+    const __m256i q0 = _mm256_unpacklo_epi32(p0, p2), q1 = _mm256_unpackhi_epi32(p0, p2);
+    const __m256i q2 = _mm256_unpacklo_epi32(p4, p6), q3 = _mm256_unpackhi_epi32(p4, p6);
+    const __m256i q4 = _mm256_unpacklo_epi32(p1, p3), q5 = _mm256_unpackhi_epi32(p1, p3);
+    const __m256i q6 = _mm256_unpacklo_epi32(p5, p7), q7 = _mm256_unpackhi_epi32(p5, p7);
+    o[0] = _mm256_unpacklo_epi64(q0, q2), o[1] = _mm256_unpackhi_epi64(q0, q2);
+    o[2] = _mm256_unpacklo_epi64(q1, q3), o[3] = _mm256_unpackhi_epi64(q1, q3);
+    o[4] = _mm256_unpacklo_epi64(q4, q6), o[5] = _mm256_unpackhi_epi64(q4, q6);
+    o[6] = _mm256_unpacklo_epi64(q5, q7), o[7] = _mm256_unpackhi_epi64(q5, q7);
 }
+#undef ROWS2
+
+/* v to d: streamed past the cache when `stream` (d 32-byte aligned), else stored. */
+static inline __attribute__((always_inline)) void put32(gm_bf16 *d, __m256i v, int stream)
+{
+    if (stream)
+        _mm256_stream_si256((__m256i *)(void *)d, v);
+    else
+        _mm256_storeu_si256((__m256i *)(void *)d, v);
+}
+
+#define PUT8(dst, ld, o, stream)                                                                                    \
+    do {                                                                                                           \
+        put32((dst), (o)[0], stream), put32((dst) + (ld), (o)[1], stream);                                         \
+        put32((dst) + 2 * (ld), (o)[2], stream), put32((dst) + 3 * (ld), (o)[3], stream);                          \
+        put32((dst) + 4 * (ld), (o)[4], stream), put32((dst) + 5 * (ld), (o)[5], stream);                          \
+        put32((dst) + 6 * (ld), (o)[6], stream), put32((dst) + 7 * (ld), (o)[7], stream);                          \
+    } while (0)
 
 /*
 ** 32 rows x 16 columns of src into 16 destination runs of 32 values (64
-** bytes each, one cache line when aligned), streamed past the cache then.
+** bytes each, one cache line when aligned), streamed past the cache then:
+** eight columns at a time, rows 0-15 and then rows 16-31 of each.
 */
 static void transpose32x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
 {
-    __m256i top[16], bottom[16];
     for (int i = 0; i < 32; i++) /* these rows 128 columns on: the source is read in 32-byte steps across rows */
         _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
-    transpose16(top, src, ls);
-    transpose16(bottom, src + 16 * ls, ls);
-    const int aligned = (((uintptr_t)dst | ld * 2) % 32) == 0;
-    for (int c = 0; c < 16; c++) {
-        __m256i *d = (__m256i *)(void *)(dst + c * ld);
-        if (aligned)
-            _mm256_stream_si256(d, top[c]), _mm256_stream_si256(d + 1, bottom[c]);
-        else
-            _mm256_storeu_si256(d, top[c]), _mm256_storeu_si256(d + 1, bottom[c]);
+    const int stream = (((uintptr_t)dst | ld * 2) % 32) == 0;
+    for (int h = 0; h < 16; h += 8) {
+        __m256i o[8];
+        columns8(o, src + h, ls);
+        PUT8(dst + h * ld, ld, o, stream);
+        columns8(o, src + 16 * ls + h, ls);
+        PUT8(dst + h * ld + 16, ld, o, stream);
     }
 }
 
 /* 16 rows x 16 columns of src into 16 destination runs of 16 values (32 bytes), streamed when aligned. */
 static void transpose16x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
 {
-    __m256i o[16];
     for (int i = 0; i < 16; i++)
         _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
-    transpose16(o, src, ls);
-    const int aligned = (((uintptr_t)dst | ld * 2) % 32) == 0;
-    for (int c = 0; c < 16; c++) {
-        __m256i *d = (__m256i *)(void *)(dst + c * ld);
-        if (aligned)
-            _mm256_stream_si256(d, o[c]);
-        else
-            _mm256_storeu_si256(d, o[c]);
+    const int stream = (((uintptr_t)dst | ld * 2) % 32) == 0;
+    for (int h = 0; h < 16; h += 8) {
+        __m256i o[8];
+        columns8(o, src + h, ls);
+        PUT8(dst + h * ld, ld, o, stream);
     }
 }
+#undef PUT8
 
 /*
 ** The 32 x 16 tiles of a block; the rows past the last 32 and the columns

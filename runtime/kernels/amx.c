@@ -112,16 +112,19 @@ static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, i
 */
 static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low)
 {
-    __m512i r[16];
+    __m512i r[16], bits = *low;
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j++) {
         const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
         const __m512i b = _mm512_loadu_si512((const void *)(x + j * ldx + 16));
-        *low = _mm512_or_si512(*low, _mm512_or_si512(a, b));
+        bits = _mm512_or_si512(bits, _mm512_or_si512(a, b));
         r[j] = high_halves(a, b);
     }
     transpose16(r);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         _mm512_store_si512((void *)(d + 16 * i), r[i]);
+    *low = bits;
 }
 #endif
 
@@ -203,6 +206,7 @@ static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
 static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
     __m512i r[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         r[i] = _mm512_load_si512((const void *)(buf + 16 * i));
     transpose16(r);
@@ -215,9 +219,11 @@ static void c_in(float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
     __m512i r[16];
     const __mmask16 m = (__mmask16)((1u << rows) - 1);
+#pragma GCC unroll 16
     for (int j = 0; j < 16; j++)
         r[j] = j < cols ? _mm512_maskz_loadu_epi32(m, o->Y + (long)(t + j) * o->N + n) : _mm512_setzero_si512();
     transpose16(r);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         _mm512_store_si512((void *)(buf + 16 * i), r[i]);
 }

@@ -10,14 +10,22 @@
 
 #include <immintrin.h>
 
-/* r[i][j] to r[j][i]: sixteen rows of sixteen 32-bit values, transposed in registers */
-static inline void transpose16(__m512i r[16])
+/*
+** r[i][j] to r[j][i]: sixteen rows of sixteen 32-bit values, transposed in
+** registers. Inlined and unrolled, so that the stages between stay in
+** registers (as a function over arrays and loops, GCC ran every stage
+** through the stack); where a caller unrolls its loads and stores of r as
+** well (amx.c's), r stays in registers too.
+*/
+static inline __attribute__((always_inline)) void transpose16(__m512i r[16])
 {
     __m512i a[16], b[16];
+#pragma GCC unroll 8
     for (int i = 0; i < 16; i += 2) {
         a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
         a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
     }
+#pragma GCC unroll 4
     for (int i = 0; i < 16; i += 4) {
         b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
         b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
@@ -25,6 +33,7 @@ static inline void transpose16(__m512i r[16])
         b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
     }
     /* b[4g + q] holds, in each 128-bit lane L, column 4L + q of rows 4g..4g+3 */
+#pragma GCC unroll 4
     for (int q = 0; q < 4; q++) {
         const __m512i x0 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0x44), x1 = _mm512_shuffle_i32x4(b[q], b[4 + q], 0xEE);
         const __m512i y0 = _mm512_shuffle_i32x4(b[8 + q], b[12 + q], 0x44);

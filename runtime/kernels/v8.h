@@ -141,9 +141,11 @@ static inline void v8_transpose8_regs(__m256 r[8])
 static inline void v8_transpose8_words(__m256i o[8], const uint32_t *src, size_t ls)
 {
     __m256 r[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i * ls)));
     v8_transpose8_regs(r);
+#pragma GCC unroll 8
     for (int j = 0; j < 8; j++)
         o[j] = _mm256_castps_si256(r[j]);
 }
@@ -152,9 +154,11 @@ static inline void v8_transpose8_words(__m256i o[8], const uint32_t *src, size_t
 static inline void v8_transpose8(float *dst, long ldd, const float *src, long lds)
 {
     __m256 r[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         r[i] = _mm256_loadu_ps(src + i * lds);
     v8_transpose8_regs(r);
+#pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         _mm256_storeu_ps(dst + i * ldd, r[i]);
 }

@@ -117,7 +117,7 @@ static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low
     for (int j = 0; j < 16; j++) {
         const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
         const __m512i b = _mm512_loadu_si512((const void *)(x + j * ldx + 16));
-        bits = _mm512_or_si512(bits, _mm512_or_si512(a, b));
+        bits = _mm512_ternarylogic_epi32(bits, a, b, 0xFE); /* bits | a | b, one chain (an OR tree would keep all 32 live) */
         r[j] = high_halves(a, b);
     }
     transpose16(r);

@@ -44,35 +44,49 @@ void gm_attn_values_avx2(float *O, long ldo, const float *P, long ldp, int nq, c
 /* load time: transposes */
 
 /*
-** Columns [0, 8) of 16 rows of src (stride ls): o[j] = column j, rows 0-15
-** in order. Row i shares a register with row i + 8 (i in the low half,
-** i + 8 in the high), so the three rounds of unpacks, which work within
-** halves, transpose both groups of 8 rows at once and nothing crosses
-** halves. Straight-line code: the 8 loads, 24 unpacks and 8 results stay
-** in registers (a version over arrays and loops went through the stack, at
-** a fifth of the speed).
+** The transposes below read 16 rows at a time, row i sharing a register
+** with row i + 8 (i in the low half, i + 8 in the high), so that the three
+** rounds of unpacks, which work within halves, transpose both groups of 8
+** rows at once and nothing crosses halves. Straight-line code: the loads,
+** unpacks and results stay in registers (a version over arrays and loops
+** went through the stack, at a third of the speed).
 */
 #define ROWS2(i)                                                                                                   \
     _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(src + (i) * ls))), \
                             _mm_loadu_si128((const __m128i *)(const void *)(src + ((i) + 8) * ls)), 1)
+
+/* The last two rounds: from rows (0, 1), (2, 3), (4, 5), (6, 7) of four columns interleaved, those columns, 16 rows each. */
+static inline __attribute__((always_inline)) void fours(__m256i o[4], __m256i p01, __m256i p23, __m256i p45,
+                                                        __m256i p67)
+{
+    const __m256i q0 = _mm256_unpacklo_epi32(p01, p23), q1 = _mm256_unpackhi_epi32(p01, p23); /* rows 0-3 */
+    const __m256i q2 = _mm256_unpacklo_epi32(p45, p67), q3 = _mm256_unpackhi_epi32(p45, p67); /* rows 4-7 */
+    o[0] = _mm256_unpacklo_epi64(q0, q2), o[1] = _mm256_unpackhi_epi64(q0, q2);
+    o[2] = _mm256_unpacklo_epi64(q1, q3), o[3] = _mm256_unpackhi_epi64(q1, q3);
+}
+
+/* Columns [0, 8) of 16 rows of src (stride ls): o[j] = column j, rows 0-15 in order. */
 static inline __attribute__((always_inline)) void columns8(__m256i o[8], const gm_bf16 *src, size_t ls)
 {
     const __m256i a0 = ROWS2(0), a1 = ROWS2(1), a2 = ROWS2(2), a3 = ROWS2(3);
     const __m256i a4 = ROWS2(4), a5 = ROWS2(5), a6 = ROWS2(6), a7 = ROWS2(7);
-    /* pairs of rows: p0 rows 0, 1 of columns 0-3, p1 of columns 4-7; p2, p3 rows 2, 3; ... */
-    const __m256i p0 = _mm256_unpacklo_epi16(a0, a1), p1 = _mm256_unpackhi_epi16(a0, a1);
-    const __m256i p2 = _mm256_unpacklo_epi16(a2, a3), p3 = _mm256_unpackhi_epi16(a2, a3);
-    const __m256i p4 = _mm256_unpacklo_epi16(a4, a5), p5 = _mm256_unpackhi_epi16(a4, a5);
-    const __m256i p6 = _mm256_unpacklo_epi16(a6, a7), p7 = _mm256_unpackhi_epi16(a6, a7);
-    /* fours of rows: q0 rows 0-3 of columns 0-1, q1 of columns 2-3, q2, q3 rows 4-7; q4-q7 columns 4-7 */
-    const __m256i q0 = _mm256_unpacklo_epi32(p0, p2), q1 = _mm256_unpackhi_epi32(p0, p2);
-    const __m256i q2 = _mm256_unpacklo_epi32(p4, p6), q3 = _mm256_unpackhi_epi32(p4, p6);
-    const __m256i q4 = _mm256_unpacklo_epi32(p1, p3), q5 = _mm256_unpackhi_epi32(p1, p3);
-    const __m256i q6 = _mm256_unpacklo_epi32(p5, p7), q7 = _mm256_unpackhi_epi32(p5, p7);
-    o[0] = _mm256_unpacklo_epi64(q0, q2), o[1] = _mm256_unpackhi_epi64(q0, q2);
-    o[2] = _mm256_unpacklo_epi64(q1, q3), o[3] = _mm256_unpackhi_epi64(q1, q3);
-    o[4] = _mm256_unpacklo_epi64(q4, q6), o[5] = _mm256_unpackhi_epi64(q4, q6);
-    o[6] = _mm256_unpacklo_epi64(q5, q7), o[7] = _mm256_unpackhi_epi64(q5, q7);
+    fours(o, _mm256_unpacklo_epi16(a0, a1), _mm256_unpacklo_epi16(a2, a3), _mm256_unpacklo_epi16(a4, a5),
+          _mm256_unpacklo_epi16(a6, a7));
+    fours(o + 4, _mm256_unpackhi_epi16(a0, a1), _mm256_unpackhi_epi16(a2, a3), _mm256_unpackhi_epi16(a4, a5),
+          _mm256_unpackhi_epi16(a6, a7));
+}
+
+/* Columns [0, 4) (hi 0) or [4, 8) (hi 1) of 16 rows of src: o[j] = column j (+ 4), rows 0-15 in order. */
+static inline __attribute__((always_inline)) void columns4(__m256i o[4], const gm_bf16 *src, size_t ls, int hi)
+{
+    const __m256i a0 = ROWS2(0), a1 = ROWS2(1), a2 = ROWS2(2), a3 = ROWS2(3);
+    const __m256i a4 = ROWS2(4), a5 = ROWS2(5), a6 = ROWS2(6), a7 = ROWS2(7);
+    if (hi)
+        fours(o, _mm256_unpackhi_epi16(a0, a1), _mm256_unpackhi_epi16(a2, a3), _mm256_unpackhi_epi16(a4, a5),
+              _mm256_unpackhi_epi16(a6, a7));
+    else
+        fours(o, _mm256_unpacklo_epi16(a0, a1), _mm256_unpacklo_epi16(a2, a3), _mm256_unpacklo_epi16(a4, a5),
+              _mm256_unpacklo_epi16(a6, a7));
 }
 #undef ROWS2
 
@@ -85,30 +99,26 @@ static inline __attribute__((always_inline)) void put32(gm_bf16 *d, __m256i v, i
         _mm256_storeu_si256((__m256i *)(void *)d, v);
 }
 
-#define PUT8(dst, ld, o, stream)                                                                                    \
-    do {                                                                                                           \
-        put32((dst), (o)[0], stream), put32((dst) + (ld), (o)[1], stream);                                         \
-        put32((dst) + 2 * (ld), (o)[2], stream), put32((dst) + 3 * (ld), (o)[3], stream);                          \
-        put32((dst) + 4 * (ld), (o)[4], stream), put32((dst) + 5 * (ld), (o)[5], stream);                          \
-        put32((dst) + 6 * (ld), (o)[6], stream), put32((dst) + 7 * (ld), (o)[7], stream);                          \
-    } while (0)
-
 /*
 ** 32 rows x 16 columns of src into 16 destination runs of 32 values (64
 ** bytes each, one cache line when aligned), streamed past the cache then:
-** eight columns at a time, rows 0-15 and then rows 16-31 of each.
+** four columns at a time, rows 0-15 and 16-31 of each, so that each line
+** is written whole, its two halves one after the other (a line's halves
+** far apart made the streamed writes of the (in, out) form 2.5-3x slower).
 */
 static void transpose32x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t ls)
 {
     for (int i = 0; i < 32; i++) /* these rows 128 columns on: the source is read in 32-byte steps across rows */
         _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
     const int stream = (((uintptr_t)dst | ld * 2) % 32) == 0;
-    for (int h = 0; h < 16; h += 8) {
-        __m256i o[8];
-        columns8(o, src + h, ls);
-        PUT8(dst + h * ld, ld, o, stream);
-        columns8(o, src + 16 * ls + h, ls);
-        PUT8(dst + h * ld + 16, ld, o, stream);
+#pragma GCC unroll 4
+    for (int c = 0; c < 16; c += 4) {
+        __m256i top[4], bottom[4];
+        columns4(top, src + c / 8 * 8, ls, c % 8 != 0);
+        columns4(bottom, src + 16 * ls + c / 8 * 8, ls, c % 8 != 0);
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            put32(dst + (c + j) * ld, top[j], stream), put32(dst + (c + j) * ld + 16, bottom[j], stream);
     }
 }
 
@@ -118,13 +128,15 @@ static void transpose16x16(gm_bf16 *dst, size_t ld, const gm_bf16 *src, size_t l
     for (int i = 0; i < 16; i++)
         _mm_prefetch((const char *)(src + i * ls + 128), _MM_HINT_T0);
     const int stream = (((uintptr_t)dst | ld * 2) % 32) == 0;
+#pragma GCC unroll 2
     for (int h = 0; h < 16; h += 8) {
         __m256i o[8];
         columns8(o, src + h, ls);
-        PUT8(dst + h * ld, ld, o, stream);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            put32(dst + (h + j) * ld, o[j], stream);
     }
 }
-#undef PUT8
 
 /*
 ** The 32 x 16 tiles of a block; the rows past the last 32 and the columns

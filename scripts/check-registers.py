@@ -22,6 +22,14 @@ operands in memory:
     design: 2 stores for 16 multiply-adds;
   - a tile stored (tilestored) inside a loop of tile products: its C tiles kept in memory.
 Every tier's objects are built on every machine, so this holds for the tiers the CPU lacks too.
+
+The shuffles that lay data out keep it in registers too: the load-time transposes into panels and
+into (in, out) (avx2.c's, which the avx512 tier's load uses as well) and the amx tier's packing of X
+into pairs (amx.c). Their functions (STAGED: those of them the object has; at least one must be
+there) may neither move a vector register to or from the stack nor take a stack slot's address (a
+pointer to an array on the stack): GCC compiled a transpose written over arrays in loops that way,
+every stage a store and a load, at a third of the speed. (The portable tier stages its 32 x 8
+transposes' lines in a buffer on the stack by design, and is not checked so.)
 Prints one line per object (loops checked, the most multiply-adds in one), one per failure, and exits 1
 on any, or when an object has no product loop at all.
 """
@@ -39,6 +47,10 @@ INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
 STACK = re.compile(r"\(%rsp[,)]")
 FRAME = re.compile(r"\(%rbp[,)]")  # the stack too, in a function that keeps its frame pointer there
 VREG = re.compile(r"%[xyz]mm[0-9]+")
+STAGED = {  # an object's file name: its functions that lay data out in registers (above), as a pattern
+    "avx2.c.o": re.compile(r"^(panels_avx2|transpose\w*|columns\d|fours)(\..*)?$"),
+    "amx.c.o": re.compile(r"^(pack_tile|pack_b|nk_pack_amx|transpose16)(\..*)?$"),
+}
 
 
 def functions(obj):
@@ -187,10 +199,41 @@ def check_loop(body, frame):
     return len(fmas), bad
 
 
+def check_staged(obj, funcs):
+    """[what fails] of the object's functions that lay data out in registers (STAGED), or None."""
+    pattern = next((p for suffix, p in STAGED.items() if obj.endswith("/" + suffix) or obj == suffix), None)
+    if pattern is None:
+        return None
+    names = [n for n in funcs if pattern.match(n)]
+    if not names:
+        return [f"{obj}: none of its functions matches {pattern.pattern}: a transpose was renamed or inlined "
+                "elsewhere; name it in STAGED"]
+    bad = []
+    for name in names:
+        insns = funcs[name]
+        frame = any(mn == "mov" and ops == "%rsp,%rbp" for _, mn, ops in insns)
+        for k, (addr, mn, ops) in enumerate(insns):
+            on_stack = STACK.search(ops) or (frame and FRAME.search(ops))
+            if not on_stack or not (mn.startswith("lea") or VREG.search(ops)):
+                continue
+            if mn.startswith("lea") and (ops.endswith(",%rsp") or (  # the epilogue; the prologue's realignment:
+                    k + 1 < len(insns) and insns[k + 1][1] == "and" and insns[k + 1][2].endswith(",%rsp"))):
+                continue
+            bad.append(f"{obj}: {name}, {addr:x}: {mn} {ops} (its data go through the stack, not registers)")
+    return bad
+
+
 def main(objs):
     failed = False
     for obj in objs:
         loops, most, fails = 0, 0, []
+        staged = check_staged(obj, functions(obj))
+        if staged is not None:
+            print(f"{obj}: the transposes and packing keep their data in registers: "
+                  f"{len(staged)} instructions moving them through the stack")
+            for f in staged:
+                print(f)
+            failed = failed or bool(staged)
         for name, insns in functions(obj).items():
             frame = any(mn == "mov" and ops == "%rsp,%rbp" for _, mn, ops in insns)
             for start, end, body in loops_of(insns) if insns else []:

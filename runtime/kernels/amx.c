@@ -108,11 +108,11 @@ static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, i
 ** A whole tile: 16 tokens by 32 values of k. Each token's 32 values become
 ** its 16 pairs (the high halves of the floats, in order: one permute), and
 ** the 16 x 16 pairs are transposed in registers; the bits of the floats
-** below their bf16 part are or'ed into *low.
+** below their bf16 part are or'ed into low, which is returned.
 */
-static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low)
+static inline __m512i pack_tile(uint32_t *d, const float *x, long ldx, __m512i low)
 {
-    __m512i r[16], bits = *low;
+    __m512i r[16], bits = low;
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) {
         const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
@@ -124,7 +124,7 @@ static inline void pack_tile(uint32_t *d, const float *x, long ldx, __m512i *low
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         _mm512_store_si512((void *)(d + 16 * i), r[i]);
-    *low = bits;
+    return bits;
 }
 #endif
 
@@ -144,7 +144,7 @@ static int pack_b(void *Xp, const float *X, long ld, int T, int K, int nt, int t
         const int start = t0;
         for (; t0 + 16 <= t1 && t0 + 16 <= T; t0 += 16)
             for (int s = 0; s < K / 32; s++)
-                pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * ld + 32 * s, ld, &low);
+                low = pack_tile((uint32_t *)xp_tile(Xp, nt, steps, t0 / 16, s), X + (long)t0 * ld + 32 * s, ld, low);
         inexact = (uint32_t)has_low_bits(low);
         if (K % 32)
             for (int t = start; t < t0; t++) /* the k tail of the blocks above */

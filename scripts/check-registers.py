@@ -199,6 +199,11 @@ def check_loop(body, frame):
     return len(fmas), bad
 
 
+def has_frame(insns):
+    """Whether the function keeps its frame pointer in %rbp (so that %rbp's operands are the stack)."""
+    return any(mn == "mov" and ops == "%rsp,%rbp" for _, mn, ops in insns)
+
+
 def check_staged(obj, funcs):
     """[what fails] of the object's functions that lay data out in registers (STAGED), or None."""
     pattern = next((p for suffix, p in STAGED.items() if obj.endswith("/" + suffix) or obj == suffix), None)
@@ -211,7 +216,7 @@ def check_staged(obj, funcs):
     bad = []
     for name in names:
         insns = funcs[name]
-        frame = any(mn == "mov" and ops == "%rsp,%rbp" for _, mn, ops in insns)
+        frame = has_frame(insns)
         for k, (addr, mn, ops) in enumerate(insns):
             on_stack = STACK.search(ops) or (frame and FRAME.search(ops))
             if not on_stack or not (mn.startswith("lea") or VREG.search(ops)):
@@ -227,15 +232,16 @@ def main(objs):
     failed = False
     for obj in objs:
         loops, most, fails = 0, 0, []
-        staged = check_staged(obj, functions(obj))
+        funcs = functions(obj)
+        staged = check_staged(obj, funcs)
         if staged is not None:
             print(f"{obj}: the transposes and packing keep their data in registers: "
                   f"{len(staged)} instructions moving them through the stack")
             for f in staged:
                 print(f)
             failed = failed or bool(staged)
-        for name, insns in functions(obj).items():
-            frame = any(mn == "mov" and ops == "%rsp,%rbp" for _, mn, ops in insns)
+        for name, insns in funcs.items():
+            frame = has_frame(insns)
             for start, end, body in loops_of(insns) if insns else []:
                 n, bad = check_loop(body, frame)
                 if n:

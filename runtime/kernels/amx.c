@@ -112,19 +112,19 @@ static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, i
 */
 static inline __m512i pack_tile(uint32_t *d, const float *x, long ldx, __m512i low)
 {
-    __m512i r[16], bits = low;
+    __m512i r[16];
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++) {
         const __m512i a = _mm512_loadu_si512((const void *)(x + j * ldx));
         const __m512i b = _mm512_loadu_si512((const void *)(x + j * ldx + 16));
-        bits = _mm512_ternarylogic_epi32(bits, a, b, 0xFE); /* bits | a | b, one chain (an OR tree would keep all 32 live) */
+        low = _mm512_ternarylogic_epi32(low, a, b, 0xFE); /* low | a | b, one chain (an OR tree would keep all 32 live) */
         r[j] = high_halves(a, b);
     }
     transpose16(r);
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++)
         _mm512_store_si512((void *)(d + 16 * i), r[i]);
-    return bits;
+    return low;
 }
 #endif
 

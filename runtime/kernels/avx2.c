@@ -65,17 +65,18 @@ static inline __attribute__((always_inline)) void fours(__m256i o[4], __m256i p0
     o[2] = _mm256_unpacklo_epi64(q1, q3), o[3] = _mm256_unpackhi_epi64(q1, q3);
 }
 
+/* The first round: rows a and b interleaved, of columns 0-3 (hi 0) or 4-7 (hi 1) */
+static inline __attribute__((always_inline)) __m256i pair16(__m256i a, __m256i b, int hi)
+{
+    return hi ? _mm256_unpackhi_epi16(a, b) : _mm256_unpacklo_epi16(a, b);
+}
+
 /* Columns [0, 4) (hi 0) or [4, 8) (hi 1) of 16 rows of src (stride ls): o[j] = column j (+ 4), rows 0-15 in order. */
 static inline __attribute__((always_inline)) void columns4(__m256i o[4], const gm_bf16 *src, size_t ls, int hi)
 {
     const __m256i a0 = ROWS2(0), a1 = ROWS2(1), a2 = ROWS2(2), a3 = ROWS2(3);
     const __m256i a4 = ROWS2(4), a5 = ROWS2(5), a6 = ROWS2(6), a7 = ROWS2(7);
-    if (hi)
-        fours(o, _mm256_unpackhi_epi16(a0, a1), _mm256_unpackhi_epi16(a2, a3), _mm256_unpackhi_epi16(a4, a5),
-              _mm256_unpackhi_epi16(a6, a7));
-    else
-        fours(o, _mm256_unpacklo_epi16(a0, a1), _mm256_unpacklo_epi16(a2, a3), _mm256_unpacklo_epi16(a4, a5),
-              _mm256_unpacklo_epi16(a6, a7));
+    fours(o, pair16(a0, a1, hi), pair16(a2, a3, hi), pair16(a4, a5, hi), pair16(a6, a7, hi));
 }
 
 /* Columns [0, 8) of 16 rows of src: o[j] = column j, rows 0-15 in order (the compiler loads the rows once). */

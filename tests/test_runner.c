@@ -247,11 +247,11 @@ static void each_golden(void (*check)(loaded *, const char *))
 ** the log names it; a tier this CPU lacks is skipped with the reason, never
 ** passed. The software models run the AMX and AVX-512 kernels' source here.
 */
-/* Run on tier from here on, or skip the test, saying why, when this CPU lacks it. */
+/* Run on tier from here on, or skip the test, saying why: this CPU lacks it, or this build (no libsimde-dev). */
 static void use_or_skip(const char *tier)
 {
     if (gm_kernels_select(tier) != 0)
-        cr_skip_test("%s: not available on this CPU", tier);
+        cr_skip_test("%s: %s", tier, gm_kernels_info(tier) ? "not available on this CPU" : "not in this build");
 }
 
 /* One test of suite per tier, each calling fn(tier). */
@@ -277,7 +277,14 @@ static void on_tier(const char *tier)
     gm_kernels_select(NULL);
 }
 
+/* and per tier of the hardware tiers' source on emulated AVX-512 (simde512.h; without libsimde-dev: skipped) */
+#define TEST_EACH_SIMDE_TIER(suite, fn)                                                                          \
+    Test(suite, amx_simde, .timeout = 300) { fn("amx-simde"); }                                                  \
+    Test(suite, avx512_bf16_simde, .timeout = 300) { fn("avx512-bf16-simde"); }                                  \
+    Test(suite, avx512_simde, .timeout = 300) { fn("avx512-simde"); }
+
 TEST_EACH_TIER(runner_on_tier, on_tier)
+TEST_EACH_SIMDE_TIER(runner_on_tier, on_tier)
 
 /* max |a - b| over n values, relative to max |b| */
 static double max_rel_error(const float *a, const float *b, size_t n)
@@ -379,6 +386,11 @@ static void long_on_tier(const char *tier)
     gm_kernels_select(NULL);
 }
 
+/*
+** Not on the SIMDe tiers: the long prompt's length runs through their source on the models, and their
+** AVX-512 lines, the goldens above and test_kernels' awkward shapes (300 keys, 1030 rows); under ASan
+** the three took 136 s of CPU time, more than the rest of this suite.
+*/
 TEST_EACH_TIER(long1024_on_tier, long_on_tier)
 
 Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)

@@ -2,7 +2,10 @@
 ** The AMX tier: products against W in Hugging Face's (out, in) layout on
 ** tiles (TDPBF16PS), with the AVX-512 tier for everything else. Written in
 ** the tile operations of tile.h; compiled for AMX here and, as amx_model.c
-** ("amx-model"), for their software model, which the tests run on any CPU.
+** ("amx-model"), for their software model, which the tests run on any CPU;
+** and, as amx_simde.c ("amx-simde"), for that model with the AVX-512 lines
+** (AVX512_LINES: the packing and moving of operands in registers, which the
+** model does value by value) on SIMDe's emulation (simde512.h).
 **
 ** A tile product needs its operands in bf16 and its B operand in pairs
 ** along k. W's rows are contiguous along k, which is what an A operand is,
@@ -40,7 +43,12 @@
 ** every product of bf16 values sums in TDPBF16PS's order, the same for a
 ** decode step as for a prefill.
 */
-#ifdef GM_TILE_MODEL
+#if defined(GM_SIMDE)
+#pragma GCC target("avx2,fma")
+#define TIER(x) x##_amx_simde
+#define REST gm_tier_avx512_simde
+#include "simde512.h"
+#elif defined(GM_TILE_MODEL)
 #pragma GCC target("avx2,fma")
 #define TIER(x) x##_amx_model
 #define REST gm_tier_avx512_model
@@ -57,7 +65,9 @@
 #include "gm/cpu.h"
 #include "kernels_impl.h"
 #include "tile.h"
-#ifndef GM_TILE_MODEL
+#if !defined(GM_TILE_MODEL) || defined(GM_SIMDE)
+/* the lines that pack and move operands in AVX-512 registers: the hardware build's, and on SIMDe's emulation */
+#define AVX512_LINES 1
 #include "pairs16.h"
 #endif
 
@@ -103,7 +113,7 @@ static int pack_pairs(void *Xp, const float *X, long ld, int T, int K, int nt, i
     return inexact ? -1 : 0;
 }
 
-#ifndef GM_TILE_MODEL
+#ifdef AVX512_LINES
 /*
 ** A whole tile: 16 tokens by 32 values of k. Each token's 32 values become
 ** its 16 pairs (the high halves of the floats, in order: one permute), and
@@ -137,7 +147,7 @@ static inline __m512i pack_tile(uint32_t *d, const float *x, long ldx, __m512i l
 static int pack_b(void *Xp, const float *X, long ld, int T, int K, int nt, int t0, int t1)
 {
     uint32_t inexact = 0;
-#ifndef GM_TILE_MODEL
+#ifdef AVX512_LINES
     const int steps = (K + 31) / 32;
     if (nt == 16 && t0 % 16 == 0) {
         __m512i low = _mm512_setzero_si512();
@@ -201,7 +211,7 @@ static inline void fetch_rows(const gm_bf16 *W, int K, int n, int rows, int k)
 }
 
 /* C tile `c` (16 outputs n.. by tokens t..) to and from Y, through buf: the `rows` outputs and `cols` tokens inside Y */
-#ifndef GM_TILE_MODEL
+#ifdef AVX512_LINES
 /* (a 16 x 16 transpose in registers, the rows and columns outside Y masked off) */
 static void c_out(const float *buf, const gm_out *o, int t, int cols, int n, int rows)
 {
@@ -458,7 +468,7 @@ static void TIER(nk_block)(const gm_nk_block *b)
 static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int cols)
 {
     const int arows = (rows + 15) / 16 * 16;
-#ifndef GM_TILE_MODEL
+#ifdef AVX512_LINES
     /* 32 values a step, each float's high half (one permute), zeros past cols (acols is a multiple of 32) */
     __m512i low = _mm512_setzero_si512();
     for (int i = 0; i < arows; i++)
@@ -494,7 +504,7 @@ static int pack_a(gm_bf16 *A, int acols, const float *X, long ld, int rows, int 
 static int pack_v(uint32_t *Vp, const float *V, long ld, int nk, int d)
 {
     const int ks = (nk + 31) / 32, dc = (d + 15) / 16;
-#ifndef GM_TILE_MODEL
+#ifdef AVX512_LINES
     /* 16 columns a step: the two keys' values side by side, low half first; zeros past nk and d */
     const __m512i top = _mm512_set1_epi32((int)0xFFFF0000u);
     __m512i low = _mm512_setzero_si512();
@@ -670,7 +680,12 @@ static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int 
 }
 
 const gm_tier TIER(gm_tier) = {
-#ifdef GM_TILE_MODEL
+#if defined(GM_SIMDE)
+    .name = "amx-simde",
+    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
+    .model = 1,
+    .stands_for = "amx",
+#elif defined(GM_TILE_MODEL)
     .name = "amx-model",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
     .model = 1,

@@ -7,7 +7,10 @@
 ** element-wise steps.
 ** Compiled for AVX-512 F/BW/VL here, and for AVX2 as the software model of
 ** those operations in avx512_model.c ("avx512-model"), which the tests run
-** on any CPU with AVX2. The load-time transposes and conversions are the AVX2 tier's.
+** on any CPU with AVX2; and, as avx512_simde.c ("avx512-simde"), this same
+** source with its AVX-512 intrinsics emulated (simde512.h), so that the
+** lines only the hardware build has run in the tests on any CPU too. The
+** load-time transposes and conversions are the AVX2 tier's.
 **
 ** Every sum is an FMA chain in k order, as on the other tiers, so products
 ** of bf16 values give the same bits here as everywhere. VDPBF16PS
@@ -17,7 +20,11 @@
 ** 175 GFLOP/s a thread, bench_runner), on a Zen 4 twice (216 against 105).
 ** The avx512-bf16 tier (avx512bf16.c) is the one that uses it.
 */
-#ifdef GM_V16_MODEL
+#if defined(GM_SIMDE)
+#pragma GCC target("avx2,fma")
+#define TIER(x) x##_avx512_simde
+#include "simde512.h"
+#elif defined(GM_V16_MODEL)
 #pragma GCC target("avx2,fma")
 #define TIER(x) x##_avx512_model
 #else
@@ -77,7 +84,12 @@ static void dequant4_block_avx512(gm_bf16 *d, size_t ld, const uint32_t *w, size
 #endif
 
 const gm_tier TIER(gm_tier) = {
-#ifdef GM_V16_MODEL
+#if defined(GM_SIMDE)
+    .name = "avx512-simde",
+    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
+    .model = 1,
+    .stands_for = "avx512",
+#elif defined(GM_V16_MODEL)
     .name = "avx512-model",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
     .model = 1,

@@ -44,9 +44,16 @@
 **
 ** Compiled for AVX512_BF16 here, and, as avx512bf16_model.c
 ** ("avx512-bf16-model"), for a software model of VDPBF16PS on AVX2 (v16.h's
-** model vectors), which the tests run on any CPU with AVX2.
+** model vectors), which the tests run on any CPU with AVX2; and, as
+** avx512bf16_simde.c ("avx512-bf16-simde"), this source, its AVX-512 lines
+** included, on SIMDe's emulation (simde512.h) with that model of VDPBF16PS.
 */
-#ifdef GM_BF16_MODEL
+#if defined(GM_SIMDE)
+#pragma GCC target("avx2,fma")
+#define TIER(x) x##_avx512bf16_simde
+#define REST gm_tier_avx512_simde
+#include "simde512.h"
+#elif defined(GM_BF16_MODEL)
 #define GM_V16_MODEL 1
 #pragma GCC target("avx2,fma")
 #define TIER(x) x##_avx512bf16_model
@@ -122,7 +129,7 @@ static int TIER(nk_pack)(void *Xp, const float *X, int T, int K, int t0, int t1)
 /* ---------------------------------------------------------------------- */
 /* VDPBF16PS, and its model */
 
-#ifndef GM_BF16_MODEL
+#if !defined(GM_BF16_MODEL) && !defined(GM_SIMDE)
 static inline v16 dp(v16 acc, v16w a, v16w b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
 #else
 /* |v| below the smallest normal: a zero of its sign (DAZ on the inputs, FTZ on the results) */
@@ -140,7 +147,19 @@ static inline v8 dp8(v8 acc, v8w a, v8w b)
     return flush8(v8_fma(flush8(v8w_even(a)), flush8(v8w_even(b)), acc));
 }
 
+#ifdef GM_BF16_MODEL
 static inline v16 dp(v16 acc, v16w a, v16w b) { return (v16){dp8(acc.lo, a.lo, b.lo), dp8(acc.hi, a.hi, b.hi)}; }
+#else /* SIMDe's vectors of 16 lanes: the model on their two halves */
+static inline v16 dp(v16 acc, v16w a, v16w b)
+{
+    v8 c[2];
+    v8w x[2], y[2];
+    memcpy(c, &acc, sizeof c), memcpy(x, &a, sizeof x), memcpy(y, &b, sizeof y);
+    c[0] = dp8(c[0], x[0], y[0]), c[1] = dp8(c[1], x[1], y[1]);
+    memcpy(&acc, c, sizeof acc);
+    return acc;
+}
+#endif
 #endif
 
 /* ---------------------------------------------------------------------- */
@@ -538,7 +557,12 @@ static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int 
 }
 
 const gm_tier TIER(gm_tier) = {
-#ifdef GM_BF16_MODEL
+#if defined(GM_SIMDE)
+    .name = "avx512-bf16-simde",
+    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
+    .model = 1,
+    .stands_for = "avx512-bf16",
+#elif defined(GM_BF16_MODEL)
     .name = "avx512-bf16-model",
     .needs = GM_CPU_AVX2 | GM_CPU_FMA,
     .model = 1,

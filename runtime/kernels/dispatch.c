@@ -27,9 +27,13 @@ enum {
 ** the CPU has (gm_cpu_features) runs, or the one GM_ISA names; the software
 ** models of the wider tiers (model set) run only when a test selects them.
 */
-static const gm_tier *const tables[] = {&gm_tier_amx,          &gm_tier_amx_model,    &gm_tier_avx512bf16,
-                                        &gm_tier_avx512bf16_model, &gm_tier_avx512,    &gm_tier_avx512_model,
-                                        &gm_tier_avx2,         &gm_tier_portable};
+static const gm_tier *const tables[] = {
+    &gm_tier_amx,    &gm_tier_amx_model,    &gm_tier_avx512bf16, &gm_tier_avx512bf16_model,
+    &gm_tier_avx512, &gm_tier_avx512_model,
+#ifdef GM_HAVE_SIMDE
+    &gm_tier_amx_simde, &gm_tier_avx512bf16_simde, &gm_tier_avx512_simde,
+#endif
+    &gm_tier_avx2,   &gm_tier_portable};
 enum { TIERS = sizeof tables / sizeof tables[0] };
 
 /* The tables with every entry a table leaves NULL taken from its base, filled once before main; their traits. */

@@ -227,6 +227,9 @@ extern const gm_tier gm_tier_avx2;
 extern const gm_tier gm_tier_avx512, gm_tier_avx512_model; /* avx512.c, avx512_model.c */
 extern const gm_tier gm_tier_amx, gm_tier_amx_model;       /* amx.c, amx_model.c */
 extern const gm_tier gm_tier_avx512bf16, gm_tier_avx512bf16_model; /* avx512bf16.c, avx512bf16_model.c */
+#ifdef GM_HAVE_SIMDE /* the hardware tiers' source on SIMDe's AVX-512 (simde512.h), for the tests */
+extern const gm_tier gm_tier_avx512_simde, gm_tier_avx512bf16_simde, gm_tier_amx_simde; /* *_simde.c */
+#endif
 
 /* The portable panels (gm_tier.panels): a transpose of each panel's rows, one panel after another. */
 void gm_panels_portable(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0, int P);

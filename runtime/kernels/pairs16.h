@@ -3,7 +3,8 @@
 ** dot-product instructions (TDPBF16PS, VDPBF16PS), in AVX-512 registers:
 ** each float's bf16 half, the floats' other bits checked, and 16 x 16
 ** 32-bit values (pairs) transposed. Shared by amx.c and avx512bf16.c, in
-** their hardware builds (their software models pack value by value).
+** their hardware builds and their builds on emulated AVX-512 (simde512.h;
+** their software models pack value by value).
 */
 #ifndef GM_PAIRS16_H
 #define GM_PAIRS16_H

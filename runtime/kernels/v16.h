@@ -8,6 +8,8 @@
 ** AVX-512 (avx512_model.c). Every operation is lane-wise IEEE arithmetic or
 ** a data movement, and the one sum across lanes (v16_hsum) adds the two
 ** halves and then as v8_hsum does in both, so the two give the same bits.
+** (The first also runs without AVX-512, its instructions emulated, in the
+** tests' avx512-simde tier: simde512.h.)
 **
 **   v16: 16 f32 lanes.  v16w: 32 bf16 values, two to a 32-bit lane (the even
 **   column low, the odd one high), as 64 bytes of a row of W load, or one

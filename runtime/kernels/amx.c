@@ -681,15 +681,9 @@ static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int 
 
 const gm_tier TIER(gm_tier) = {
 #if defined(GM_SIMDE)
-    .name = "amx-simde",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "amx",
+    GM_TEST_TIER("amx", "simde"),
 #elif defined(GM_TILE_MODEL)
-    .name = "amx-model",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "amx",
+    GM_TEST_TIER("amx", "model"),
 #else
     .name = "amx",
     .needs = GM_CPU_AMX_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,

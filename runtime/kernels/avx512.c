@@ -85,15 +85,9 @@ static void dequant4_block_avx512(gm_bf16 *d, size_t ld, const uint32_t *w, size
 
 const gm_tier TIER(gm_tier) = {
 #if defined(GM_SIMDE)
-    .name = "avx512-simde",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "avx512",
+    GM_TEST_TIER("avx512", "simde"),
 #elif defined(GM_V16_MODEL)
-    .name = "avx512-model",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "avx512",
+    GM_TEST_TIER("avx512", "model"),
 #else
     .name = "avx512",
     .needs = GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,

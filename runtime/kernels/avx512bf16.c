@@ -558,15 +558,9 @@ static void TIER(attn_values)(float *O, long ldo, const float *P, long ldp, int 
 
 const gm_tier TIER(gm_tier) = {
 #if defined(GM_SIMDE)
-    .name = "avx512-bf16-simde",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "avx512-bf16",
+    GM_TEST_TIER("avx512-bf16", "simde"),
 #elif defined(GM_BF16_MODEL)
-    .name = "avx512-bf16-model",
-    .needs = GM_CPU_AVX2 | GM_CPU_FMA,
-    .model = 1,
-    .stands_for = "avx512-bf16",
+    GM_TEST_TIER("avx512-bf16", "model"),
 #else
     .name = "avx512-bf16",
     .needs = GM_CPU_AVX512_BF16 | GM_CPU_AVX512 | GM_CPU_AVX2 | GM_CPU_FMA,

@@ -82,6 +82,13 @@ typedef struct gm_nk_block {
     int round;
 } gm_nk_block;
 
+/*
+** The head of a test-only tier's table: hardware tier `tier`'s source run on AVX2 as `how`, "model"
+** (on the software models of its operations) or "simde" (its AVX-512 intrinsics emulated, simde512.h):
+** named "<tier>-<how>", run only when a test selects it.
+*/
+#define GM_TEST_TIER(tier, how) .name = tier "-" how, .needs = GM_CPU_AVX2 | GM_CPU_FMA, .model = 1, .stands_for = tier
+
 typedef struct gm_tier {
     const char *name; /* what gm_kernels_name() reports: GM_ISA's name, or a model's */
     unsigned needs;   /* the GM_CPU_* extensions it runs on */

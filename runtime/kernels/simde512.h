@@ -48,7 +48,7 @@ static inline __m512i gm_simde_load_si512(const void *p)
 static inline void gm_simde_store_si512(void *p, __m512i v)
 {
     gm_simde_aligned(p);
-    memcpy(p, &v, 64);
+    simde_mm512_store_si512(p, v);
 }
 
 /* the lanes of k, from p or to p; the others 0 and not read (or not written) */

@@ -2,7 +2,9 @@
 # Run Criterion test binaries under valgrind (memcheck, full leak check) and
 # fail on any report. Criterion re-executes the binary for every test, so
 # valgrind follows the children (--trace-children=yes) and each process writes
-# its own log; a test passes only if its process's log says 0 errors.
+# its own log; a test passes only if its process's log says 0 errors. The
+# tests of a binary run GM_VALGRIND_JOBS at a time (default: the cores, nproc;
+# each process spends a second or two in valgrind's start).
 #
 #   scripts/valgrind.sh BUILD_DIR TEST[:FILTER]...   e.g. scripts/valgrind.sh build test_models test_runner:'runner*/avx2'
 #
@@ -23,7 +25,7 @@ for arg in "$@"; do
   [ "$t" != "$arg" ] && filter=(--filter "${arg#*:}")
   rc=0
   valgrind --error-exitcode=99 --leak-check=full --trace-children=yes \
-           --log-file="$logs/$t.%p" "$build/tests/$t" --jobs 1 "${filter[@]}" >"$logs/$t.out" 2>&1 || rc=$?
+           --log-file="$logs/$t.%p" "$build/tests/$t" --jobs "${GM_VALGRIND_JOBS:-$(nproc)}" "${filter[@]}" >"$logs/$t.out" 2>&1 || rc=$?
   bad=$(grep -L 'ERROR SUMMARY: 0 errors' "$logs/$t".[0-9]* || true)
   n=$(ls "$logs/$t".[0-9]* | wc -l)
   if [ $rc -ne 0 ] || [ -n "$bad" ]; then

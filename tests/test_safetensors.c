@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gm/io.h"
 #include "gm/safetensors.h"
 #include "gm/weights.h"
 
@@ -846,6 +847,31 @@ Test(safetensors_model, rejects_an_empty_file, .init = make_dir, .fini = remove_
     put_text("model.safetensors", "");
     cr_assert_eq(open_fixture(&m, &st), GM_EFORMAT);
     expect_message(&st, "model.safetensors: header too small: 0 bytes");
+}
+
+/*
+** A FIFO where a file belongs (a path mistyped, a test harness's pipe): each
+** reader refuses it at once, with no writer to wait for. Criterion's timeout
+** fails the test if one blocks in open or read instead.
+*/
+Test(safetensors_model, refuses_a_fifo_in_place_of_a_file_without_blocking, .init = make_dir,
+     .fini = remove_dir, .timeout = 20)
+{
+    st_model *m;
+    gm_status st;
+    char path[512], *text;
+    uint8_t *bytes;
+    size_t n;
+
+    snprintf(path, sizeof path, "%s/model.safetensors", fixture_dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(open_fixture(&m, &st), GM_EIO);
+    expect_message(&st, "/model.safetensors: expected a regular file");
+    cr_assert_eq(st_read_header_bytes(path, &bytes, &n, &st), GM_EIO);
+    expect_message(&st, "/model.safetensors: expected a regular file");
+    cr_assert_eq(gm_read_file(path, 1 << 20, &text, &n, &st), GM_EIO);
+    expect_message(&st, "/model.safetensors: expected a regular file");
+    cr_assert_null(text);
 }
 
 Test(safetensors_model, reports_a_folder_without_weights, .init = make_dir, .fini = remove_dir)

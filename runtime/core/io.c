@@ -17,7 +17,7 @@ int gm_read_file(const char *path, size_t max, char **data, size_t *len,
     *data = NULL;
     *len = 0;
     gm_status_clear(st);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO opens at once, to be refused below */
     if (fd < 0)
         return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gm/utf8.h"
@@ -459,8 +460,13 @@ int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_
     *bytes = NULL;
     *n_bytes = 0;
     gm_status_clear(st);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) /* a FIFO opens at once, to be refused */
         return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
+        goto out;
+    }
     if (read_full(fd, prefix, sizeof prefix, &got) != 0) {
         gm_fail(st, GM_EIO, "%s: read failed: %s", path, strerror(errno));
         goto out;

@@ -72,14 +72,16 @@ static const char usage[] =
     "  --dump DIR      logits.npy [T,V], embed.npy [T,H], layers.npy [L,T,H], final_norm.npy [T,H],\n"
     "                  tokens.npy [T], report.json, for numpy.load\n"
     "  --decode N      then greedy-decode N tokens with the KV cache (tokens/s in the report)\n"
-    "  --threads N     threads for the loader and the runner (default: GM_THREADS, else every core)\n"
+    "  --threads N     threads for the loader and the runner, 1 to 512 (default: GM_THREADS, else every\n"
+    "                  core)\n"
     "  --models DIR    where models/<ID>/ lives, to record the verdict (default: " GM_PHASE0_MODELS_DIR ")\n"
     "  --no-record     leave progress.md and TODO.md alone\n"
     "  --version       the version, the runtime ABI and the kernel tier this CPU runs\n"
     "  --list          the model ids built in, one a line\n"
     "\n"
-    "environment: GM_ISA=amx|avx512|avx2|portable runs that kernel tier instead of the widest this CPU has\n"
-    "(the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT at most this many\n"
+    "environment: GM_ISA=amx|avx512-bf16|avx512|avx2|portable runs that kernel tier instead of the widest\n"
+    "this CPU has"
+    " (the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT at most this many\n"
     "seconds to wait for models/<ID>/ while another run writes it (default: as long as it does)\n"
     "\n"
     "exit status: 0 all gates pass; 1 a gate failed; 2 usage; 4 file system error\n";
@@ -748,6 +750,12 @@ int main(int argc, char **argv)
         {"decode", required_argument, 0, 'D'},  {"version", no_argument, 0, 'V'},
         {"list", no_argument, 0, 'L'},
         {0, 0, 0, 0}};
+    const char *env_threads = getenv("GM_THREADS"); /* checked here, as --threads is: the pool reads it later */
+    if (env_threads && *env_threads && gm_threads_parse(env_threads) < 0) {
+        fprintf(stderr, "phase0: GM_THREADS: expected a whole number in [1, %d], found '%s'\n", GM_MAX_THREADS,
+                env_threads);
+        return EXIT_USAGE;
+    }
     if (argc > 1 && (strcmp(argv[1], "capture") == 0 || strcmp(argv[1], "verify") == 0)) {
         gm_status isa = {0};
         if (gm_kernels_check(&isa)) {
@@ -781,16 +789,15 @@ int main(int argc, char **argv)
         case 'j': json = 1; break;
         case 'd': dump_dir = optarg; o->diagnosis = 1; break;
         case 'T':
-            o->threads = atoi(optarg);
-            if (o->threads <= 0) {
-                fprintf(stderr, "phase0: --threads: expected a positive count, found '%s'\n", optarg);
+            if ((o->threads = gm_threads_parse(optarg)) < 0) {
+                fprintf(stderr, "phase0: --threads: expected a whole number in [1, %d], found '%s'\n", GM_MAX_THREADS,
+                        optarg);
                 return EXIT_USAGE;
             }
             setenv("GM_THREADS", optarg, 1); /* the loader's threads too */
             break;
         case 'D':
-            r.n_decode = atoi(optarg);
-            if (r.n_decode <= 0 || r.n_decode > 4096) {
+            if ((r.n_decode = (int)gm_cli_count(optarg, 1, 4096)) < 0) {
                 fprintf(stderr, "phase0: --decode: expected a token count in [1, 4096], found '%s'\n", optarg);
                 return EXIT_USAGE;
             }

@@ -581,6 +581,48 @@ Test(phase0, version_and_a_bad_option_are_one_line_each)
     }
 }
 
+/*
+** A thread count is read whole and bounded: "3abc" is not 3, and a typo of
+** 99999999999 (which atoi wrapped to about 1.2e9) must not start threads
+** until the system runs out of them. GM_THREADS, which the pool reads later,
+** is held to the same rule up front; empty, it is unset.
+*/
+Test(phase0, a_thread_or_token_count_is_a_bounded_whole_number_or_one_line, .timeout = 60)
+{
+    char dir[4096], cmd[8400], *err = NULL;
+    snprintf(dir, sizeof dir, "%s/golden/llama_untied", GM_SHARED_DIR);
+    const char *bad[][2] = {{"--threads 99999999999",
+                             "--threads: expected a whole number in [1, 512], found '99999999999'"},
+                            {"--threads 3abc", "found '3abc'"},
+                            {"--threads 0", "found '0'"},
+                            {"--threads 513", "found '513'"},
+                            {"--threads=-2", "found '-2'"},
+                            {"--decode 5x", "--decode: expected a token count in [1, 4096], found '5x'"},
+                            {"--decode 4097", "found '4097'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "--tokens 1,2 --no-record %s", bad[i][0]);
+        cr_expect_eq(phase0("llama_untied", dir, cmd, NULL, &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
+        free(err);
+    }
+    const char *env[][2] = {{"abc", "GM_THREADS: expected a whole number in [1, 512], found 'abc'"},
+                            {"100000", "found '100000'"}};
+    for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
+        for (int sub = 0; sub < 2; sub++) { /* the gates, and a subcommand */
+            if (sub)
+                snprintf(cmd, sizeof cmd, "GM_THREADS=%s '%s' verify a b", env[i][0], GM_PHASE0);
+            else
+                snprintf(cmd, sizeof cmd, "GM_THREADS=%s '%s' llama_untied --weights '%s' --tokens 1,2 --no-record",
+                         env[i][0], GM_PHASE0, dir);
+            cr_expect_eq(tu_run(cmd, NULL, &err), 2, "%s", cmd);
+            cr_expect(strstr(err, env[i][1]) && tu_lines(err) == 1, "%s: %s", cmd, err);
+            free(err);
+        }
+    snprintf(cmd, sizeof cmd, "GM_THREADS= '%s' llama_untied --weights '%s' --tokens 1,2 --no-record --threads 512",
+             GM_PHASE0, dir);
+    cr_expect_eq(tu_run(cmd, NULL, NULL), 0, "the most threads, and an empty GM_THREADS, run: %s", cmd);
+}
+
 Test(phase0, a_terminal_sees_the_prefill_progress_and_a_pipe_does_not)
 {
     char weights[4096], cmd[16384], *toks = tg_tokens_arg("qwen3_tied"), *out = NULL, *err = NULL;

@@ -1,8 +1,10 @@
 /* The command-line programs' shared messages; see gm/cli.h. */
 #include "gm/cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void gm_cli_bad_option(const char *prog, int c, char *const *argv)
@@ -18,4 +20,14 @@ void gm_cli_bad_option(const char *prog, int c, char *const *argv)
         fprintf(stderr, "%s: option '%s' needs a value; see %s --help\n", prog, shown, prog);
     else
         fprintf(stderr, "%s: unknown option '%s'; see %s --help\n", prog, shown, prog);
+}
+
+long gm_cli_count(const char *s, long lo, long hi)
+{
+    char *end;
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    const long n = strtol(s, &end, 10);
+    return *end || errno || n < lo || n > hi ? -1 : n;
 }

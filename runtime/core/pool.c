@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gm/cli.h"
+
 enum { SPIN_NS = 200 * 1000 };
 
 struct gm_pool {
@@ -106,13 +108,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
+int gm_threads_parse(const char *s) { return (int)gm_cli_count(s, 1, GM_MAX_THREADS); }
+
 int gm_default_threads(void)
 {
-    const char *env = getenv("GM_THREADS");
-    if (env && atoi(env) > 0)
-        return atoi(env);
+    const int env = gm_threads_parse(getenv("GM_THREADS"));
+    if (env > 0)
+        return env;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    return n > GM_MAX_THREADS ? GM_MAX_THREADS : n > 0 ? (int)n : 1;
 }
 
 gm_pool *gm_pool_new(int threads)
@@ -120,7 +124,7 @@ gm_pool *gm_pool_new(int threads)
     gm_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    p->n_threads = threads > 0 ? threads : gm_default_threads();
+    p->n_threads = threads > GM_MAX_THREADS ? GM_MAX_THREADS : threads > 0 ? threads : gm_default_threads();
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);

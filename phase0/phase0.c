@@ -28,6 +28,7 @@
 #include "gm/config.h"
 #include "gm/cli.h"
 #include "gm/embedded.h"
+#include "gm/io.h"
 #include "gm/kernels.h"
 #include "gm/lock.h"
 #include "gm/npy.h"
@@ -712,8 +713,8 @@ static int dump(const run *r, const char *dir, gm_status *st)
     char path[4096];
     const rt_result *x = &r->res;
     const int64_t T = x->n_tokens, V = x->vocab, H = x->emb, L = x->n_layers;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return gm_fail(st, GM_EIO, "%s: cannot create folder: %s", dir, strerror(errno));
+    if (gm_mkdir_p(dir, st))
+        return st->code;
     struct { const char *name; gm_npy_type type; int rank; int64_t shape[3]; const void *data; } files[] = {
         {"tokens.npy", GM_NPY_I4, 1, {T}, r->tokens},
         {"logits.npy", GM_NPY_F4, 2, {T, V}, x->logits},
@@ -729,9 +730,7 @@ static int dump(const run *r, const char *dir, gm_status *st)
     cJSON *j = report_json(r);
     char *text = cJSON_Print(j);
     snprintf(path, sizeof path, "%s/report.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0)
-        gm_fail(st, GM_EIO, "%s: cannot write: %s", path, strerror(errno));
+    gm_write_parts(path, (const gm_part[]){{text, strlen(text)}, {"\n", 1}}, 2, st);
     cJSON_free(text);
     cJSON_Delete(j);
     return st->code;
@@ -837,6 +836,10 @@ int main(int argc, char **argv)
 
     char tpath[4096];
     gm_status st = {0};
+    if (dump_dir && gm_check_output("--dump", dump_dir, 1, &st)) { /* before the work, not after it */
+        fprintf(stderr, "phase0: %s\n", st.msg);
+        return EXIT_IO;
+    }
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
     struct stat sb;
     if (stat(tpath, &sb) == 0 && gm_tokenizer_load(&r.tok, tpath, &st)) {

@@ -132,9 +132,35 @@ Test(phase0, dumps_load_in_numpy_with_the_goldens_shapes)
     free(out);
     free(err);
     free(toks);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    cr_assert_eq(system(cmd), 0);
-    free(work);
+    tu_rmtree(work);
+}
+
+/*
+** Where --dump cannot go is said before the work, not after a whole load and
+** prefill: one line naming --dump and the path given, no report; a folder
+** not there yet (with its parents) is made.
+*/
+Test(phase0, dump_to_a_place_it_cannot_write_fails_before_the_run)
+{
+    char *work = tu_tmpdir(), weights[4096], extra[9000], path[4200], want[8800], *out = NULL, *err = NULL;
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    snprintf(path, sizeof path, "%s/afile", work);
+    tu_write(path, "x", 1);
+    const char *dumps[][2] = {{"afile", "--dump %s/afile: expected a folder, found a file"},
+                              {"afile/d", "--dump %s/afile/d: %s/afile is a file, expected a folder"}};
+    for (size_t i = 0; i < sizeof dumps / sizeof dumps[0]; i++) {
+        snprintf(extra, sizeof extra, "--tokens 1,2 --no-record --dump '%s/%s'", work, dumps[i][0]);
+        cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 4, "%s", extra);
+        snprintf(want, sizeof want, dumps[i][1], work, work);
+        cr_expect(strstr(err, want) && tu_lines(err) == 1 && !*out, "%s: %s%s", extra, out, err);
+        free(out), free(err);
+    }
+    snprintf(extra, sizeof extra, "--tokens 1,2 --no-record --dump '%s/new/er'", work);
+    cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 0, "%s", err);
+    snprintf(path, sizeof path, "%s/new/er/report.json", work);
+    cr_expect(tu_exists(path), "no %s", path);
+    free(out), free(err);
+    tu_rmtree(work);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -228,7 +254,7 @@ Test(phase0, gate1_fails_without_weights_as_a_missing_download)
     cr_assert_eq(system(cmd), 0);
     free(expect_failure("qwen2_tied", w, "gate 1 weights loadable    FAIL", "the weights are not there"));
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate1_fails_on_a_truncated_file_as_an_incomplete_download)
@@ -242,7 +268,7 @@ Test(phase0, gate1_fails_on_a_truncated_file_as_an_incomplete_download)
     cr_assert(!strstr(out, "HF names differ"), "%s", out);
     free(out);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate1_fails_on_a_shape_or_dtype_mismatch_as_the_config_extraction)
@@ -273,7 +299,7 @@ Test(phase0, gate1_fails_on_a_shape_or_dtype_mismatch_as_the_config_extraction)
     out = expect_failure("qwen3_tied", w, "gate 1 weights loadable    FAIL", "a dtype or shape mismatch");
     free(out);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate2_fails_on_nan_weights_as_a_corrupt_download_naming_the_tensor)
@@ -285,7 +311,7 @@ Test(phase0, gate2_fails_on_nan_weights_as_a_corrupt_download_naming_the_tensor)
     cr_assert(strstr(out, "out_norm has"), "the tensor is not named:\n%s", out);
     free(out);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate2_fails_on_non_finite_logits_from_finite_weights_as_a_dtype_problem)
@@ -296,7 +322,7 @@ Test(phase0, gate2_fails_on_non_finite_logits_from_finite_weights_as_a_dtype_pro
     free(expect_failure("qwen3_tied", w, "gate 2 baseline runnable   FAIL",
                         "a dtype problem in loading (every weight is finite)"));
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate2_fails_on_constant_logits_as_degenerate)
@@ -305,7 +331,7 @@ Test(phase0, gate2_fails_on_constant_logits_as_degenerate)
     char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x0000, -1);
     free(expect_failure("qwen3_tied", w, "degenerate logits", "a dtype problem in loading, or a corrupt download"));
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate2_fails_when_the_top1_is_a_special_token)
@@ -315,7 +341,7 @@ Test(phase0, gate2_fails_when_the_top1_is_a_special_token)
     char *w = broken_copy(work, "llama_untied", "lm_head.weight", 0x4300, 2);
     free(expect_failure("llama_untied", w, "a special token", "tokenizer mismatch"));
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
@@ -341,7 +367,7 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     free(out);
     free(toks);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 /*
@@ -409,7 +435,7 @@ ParameterizedTest(size_t *i, phase0, gate3_names_the_field_that_config_json_chan
               out);
     free(out);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, gate3_passes_on_an_unchanged_copy_and_after_an_edit_that_keeps_the_value)
@@ -427,7 +453,7 @@ Test(phase0, gate3_passes_on_an_unchanged_copy_and_after_an_edit_that_keeps_the_
     }
     free(toks);
     free(w);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, an_unknown_model_id_lists_the_built_in_ones)
@@ -516,9 +542,7 @@ Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)
         free(progress);
     }
     free(toks);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
-    cr_assert_eq(system(cmd), 0);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, records_and_scaffolds_of_one_model_at_once_serialize_and_leave_only_the_model)
@@ -558,7 +582,7 @@ Test(phase0, records_and_scaffolds_of_one_model_at_once_serialize_and_leave_only
     free(fresh);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     cr_assert_eq(system(cmd), 0);
-    free(work);
+    tu_rmtree(work);
 }
 
 Test(phase0, version_and_a_bad_option_are_one_line_each)

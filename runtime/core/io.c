@@ -68,13 +68,13 @@ int gm_tmp_name(char *out, size_t size, const char *path)
 
 int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_status *st)
 {
-    char tmp[4096];
+    char tmp[4096]; /* (messages name path, the file the caller asked for: the temporary is gone after a failure) */
     if (gm_tmp_name(tmp, sizeof tmp, path) != 0)
         return gm_fail(st, GM_EIO, "%s: path too long", path);
     /* truncated, not exclusive: a file of this name is a dead process's (one that had our pid) */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return gm_fail(st, GM_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+        return gm_fail(st, GM_EIO, "%s: cannot create: %s", path, strerror(errno));
     for (size_t i = 0; i < n_parts; i++) {
         const char *p = parts[i].data;
         size_t left = parts[i].len;
@@ -83,7 +83,7 @@ int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_st
             if (w < 0 && errno == EINTR)
                 continue;
             if (w < 0) {
-                gm_fail(st, GM_EIO, "%s: write failed: %s", tmp, strerror(errno));
+                gm_fail(st, GM_EIO, "%s: write failed: %s", path, strerror(errno));
                 goto fail;
             }
             p += w;
@@ -91,12 +91,12 @@ int gm_write_parts(const char *path, const gm_part *parts, size_t n_parts, gm_st
         }
     }
     if (fsync(fd) != 0) {
-        gm_fail(st, GM_EIO, "%s: fsync failed: %s", tmp, strerror(errno));
+        gm_fail(st, GM_EIO, "%s: fsync failed: %s", path, strerror(errno));
         goto fail;
     }
     if (close(fd) != 0) {
         fd = -1;
-        gm_fail(st, GM_EIO, "%s: close failed: %s", tmp, strerror(errno));
+        gm_fail(st, GM_EIO, "%s: close failed: %s", path, strerror(errno));
         goto fail;
     }
     fd = -1;
@@ -146,4 +146,43 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 int gm_remove_tree(const char *path)
 {
     return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The folder above p, in place: "a/b/" and "a/b" give "a", "b" gives ".", "/b" gives "/". */
+static void parent_of(char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        strcpy(p, ".");
+    else
+        slash[slash == p] = '\0';
+}
+
+int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st)
+{
+    struct stat sb;
+    char dir[4096];
+    if (!*path || snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+        return gm_fail(st, GM_EIO, "%s '%s': expected a path of 1 to %zu bytes", opt, path, sizeof dir - 1);
+    const int exists = stat(path, &sb) == 0;
+    if (exists && !S_ISDIR(sb.st_mode) == !!as_dir)
+        return gm_fail(st, GM_EIO, "%s %s: expected %s, found %s", opt, path, as_dir ? "a folder" : "a file",
+                       as_dir ? "a file" : "a folder");
+    /* the folder written in: path, a folder that exists, or else the nearest one above it that exists */
+    for (int here = exists && as_dir; !here;) {
+        const int top = strcmp(dir, ".") == 0 || strcmp(dir, "/") == 0;
+        parent_of(dir);
+        if (stat(dir, &sb) == 0)
+            break;
+        if (errno != ENOENT || top)
+            return gm_fail(st, GM_EIO, "%s %s: %s: %s", opt, path, dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EIO, "%s %s: %s is a file, expected a folder", opt, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return gm_fail(st, GM_EIO, "%s %s: cannot write in %s: %s", opt, path, dir, strerror(errno));
+    return 0;
 }

@@ -45,4 +45,14 @@ int gm_remove_tree(const char *path);
 /* mkdir -p: dir and every folder above it (0755). */
 int gm_mkdir_p(const char *dir, gm_status *st);
 
+/*
+** Before the work whose result goes there: whether a program can write the
+** file path (as_dir 0) or make the folder path and write into it (as_dir 1).
+** path must not be a folder (a file) or must be one (a folder) if it
+** exists, and the nearest folder above it that exists (the folder itself,
+** for one that exists) must be a folder this process may write in. 0, or
+** GM_EIO with one line naming opt (the option, "--dump") and path as given.
+*/
+int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st);
+
 #endif

@@ -90,6 +90,7 @@ static inline __m512i gm_simde_srai_epi32(__m512i a, unsigned n) /* past 31: the
 
 #undef _mm512_load_si512
 #undef _mm512_store_si512
+#undef _mm512_srai_epi32 /* a macro in GCC's own header when not optimizing (-O0), which <immintrin.h> brings in */
 #define _mm512_load_si512(p) gm_simde_load_si512(p)
 #define _mm512_store_si512(p, v) gm_simde_store_si512(p, v)
 #define _mm512_stream_si512(p, v) gm_simde_store_si512(p, v)

@@ -838,7 +838,7 @@ int main(int argc, char **argv)
     gm_status st = {0};
     if (dump_dir && gm_check_output("--dump", dump_dir, 1, &st)) { /* before the work, not after it */
         fprintf(stderr, "phase0: %s\n", st.msg);
-        return EXIT_IO;
+        return EXIT_USAGE; /* (as capture's and verify's outputs: a place given that cannot be written) */
     }
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
     struct stat sb;

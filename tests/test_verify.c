@@ -1023,3 +1023,212 @@ Test(verify, a_perturbed_op_is_named_first_in_every_report)
     free(cand);
     free(ref);
 }
+
+/* ---------------------------------------------------------------------- */
+/* bad options and damaged files are refused at once, in one line */
+
+Test(verify, capture_refuses_a_rope_theta_that_is_not_a_finite_positive_number)
+{
+    char *toks = tg_tokens_arg("llama_untied"), cmd[16384], *out = NULL, *err = NULL, dir[4400];
+    snprintf(dir, sizeof dir, "%s/bad", work);
+    static const char *const bad[] = {"abc", "-5", "0", "nan", "1e400", "inf", "", " 5", "10x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --rope-theta '%s' "
+                 "--out '%s'", GM_PHASE0, GM_SHARED_DIR, toks, bad[i], dir);
+        char want[128];
+        snprintf(want, sizeof want, "--rope-theta: expected a finite positive number, found '%s'", bad[i]);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "--rope-theta '%s'", bad[i]);
+        cr_expect(strstr(err, want) && tu_lines(err) == 1, "--rope-theta '%s': %s", bad[i], err);
+        cr_expect(!tu_exists(dir), "--rope-theta '%s': no bundle written", bad[i]);
+        tu_rm_rf(dir);
+        free(out);
+        free(err);
+    }
+    free(toks);
+}
+
+/* One damage of dir/p000/last_logits.npy, by name (a little numpy, given the bundle and the damage). */
+static const char damage_py[] =
+    "import os, sys, numpy as np\n"
+    "f, mode = sys.argv[1] + '/p000/last_logits.npy', sys.argv[2]\n"
+    "b = open(f, 'rb').read()\n"
+    "if mode == 'truncated': b = b[:200]\n"
+    "elif mode == 'header': b = b[:8] + (65000).to_bytes(2, 'little') + b[10:]\n"
+    "elif mode == 'i4': b = b.replace(b\"'<f4'\", b\"'<i4'\", 1)\n"
+    "elif mode == 'object': b = b.replace(b\"'<f4'\", b\"'|O'\", 1).replace(b'\\n', b' \\n', 1)\n"
+    "elif mode == 'nan' or mode == 'inf' or mode == 'short' or mode == 'top':\n"
+    "    x = np.load(f)\n"
+    "    if mode == 'nan': x[7] = np.nan\n"
+    "    if mode == 'inf': x[7] = -np.inf\n"
+    "    if mode == 'short': x = x[:-1]\n"
+    "    if mode == 'top': x[x.argmax()] = x.min() - 1  # its top-5 is no longer the last step's own\n"
+    "    np.save(f, x)\n"
+    "    b = open(f, 'rb').read()\n"
+    "if mode == 'missing': os.remove(f)\n"
+    "else: open(f, 'wb').write(b)\n";
+
+/* A copy of ref as work/name with its last_logits.npy damaged by mode. */
+static char *damaged(const char *ref, const char *name, const char *mode)
+{
+    char cmd[16384], script[4400], *dir = perturbed(ref, name, "noise", "0"), *err = NULL;
+    snprintf(script, sizeof script, "%s/damage.py", work);
+    tu_write(script, damage_py, strlen(damage_py));
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' %s", script, dir, mode);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    return dir;
+}
+
+Test(verify, last_logits_is_read_checked_and_a_damaged_one_is_one_line_naming_it)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops none"), cmd[16384], *out = NULL, *err = NULL;
+    /* the reference against itself: the last step's logits checked, and said so */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, ref);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "checked: ") && strstr(out, "the last step's logits (last_logits.npy"), "%s", out);
+    free(out);
+    free(err);
+    /* a candidate without it: not checked, and said so */
+    char *cand = perturbed(ref, "ids", "ids-only", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "not checked: ") && strstr(out, "the last step's logits (no last_logits.npy)"), "%s", out);
+    free(out);
+    free(err);
+    free(cand);
+    /* logits whose top-5 is not the last step's own top-k row: the pipeline's choice and its logits disagree */
+    cand = damaged(ref, "top", "top");
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "a warning, not a FAIL: %s%s", out, err);
+    cr_expect(strstr(err, "warning: p000 step 31: the candidate's last_logits.npy ranks"), "%s", err);
+    free(out);
+    free(err);
+    free(cand);
+    /* damaged, on either side: one line naming the file, exit 2 */
+    static const struct { const char *mode, *want; } cases[] = {
+        {"truncated", "npy file is 200 bytes"},   {"header", "header length 65000"},
+        {"i4", "dtype: expected <f4, found <i4"}, {"object", "npy descr is '|O'"},
+        {"nan", "expected finite logits, found nan at [7]"}, {"inf", "expected finite logits, found -inf at [7]"},
+        {"short", "shape: expected [384] (-1: any), found [383]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int side = 0; side < 2; side++) {
+            char name[64], file[4500];
+            snprintf(name, sizeof name, "%s-%s", cases[i].mode, side ? "ref" : "cand");
+            char *bad = damaged(ref, name, cases[i].mode);
+            snprintf(file, sizeof file, "%s/p000/last_logits.npy: ", bad);
+            snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, side ? bad : ref, side ? ref : bad);
+            cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s: %s%s", name, out, err);
+            cr_expect(strstr(err, file) && strstr(err, cases[i].want) && tu_lines(err) == 1, "%s: %s", name, err);
+            cr_expect_str_eq(out, "", "%s: no report", name);
+            free(out);
+            free(err);
+            free(bad);
+        }
+    /* the reference must hold it: capture always writes it */
+    char *bad = damaged(ref, "missing", "missing");
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, bad, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "p000/last_logits.npy: missing from the reference") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    free(bad);
+    free(ref);
+}
+
+Test(verify, output_paths_are_checked_before_any_work)
+{
+    char *ref = capture("llama_untied", "ref", "--ops none --steps 2"), *toks = tg_tokens_arg("llama_untied");
+    char cmd[16384], *out = NULL, *err = NULL, afile[4400], path[4500];
+    snprintf(afile, sizeof afile, "%s/afile", work);
+    tu_write(afile, "x", 1);
+    static const struct { const char *opt, *dir, *found; } cases[] = {
+        {"--html", "afile", "is not a folder"},
+        {"--md", "no/such/dir", "does not exist"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[9000];
+        snprintf(path, sizeof path, "%s/%s/r.out", work, cases[i].dir);
+        snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' %s '%s'", GM_PHASE0, ref, ref, cases[i].opt, path);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s: %s%s", cases[i].opt, out, err);
+        cr_expect_str_eq(out, "", "%s: no work done, no report printed", cases[i].opt);
+        snprintf(want, sizeof want, "phase0 verify: %s %s: expected a file in a writable folder; %s/%s %s",
+                 cases[i].opt, path, work, cases[i].dir, cases[i].found);
+        cr_expect(strstr(err, want) && tu_lines(err) == 1, "%s:\n%s\nwanted: %s", cases[i].opt, err, want);
+        free(out);
+        free(err);
+    }
+    /* capture's --out: the folder it goes in, at once, by the name the user gave */
+    snprintf(path, sizeof path, "%s/afile/ref", work);
+    snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --out '%s'", GM_PHASE0,
+             GM_SHARED_DIR, toks, path);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    char want[9000];
+    snprintf(want, sizeof want, "phase0 capture: --out %s: expected a new folder in a writable folder; %s is not a "
+             "folder", path, afile);
+    cr_expect(strstr(err, want) && tu_lines(err) == 1 && !strstr(err, ".tmp-"), "%s\nwanted: %s", err, want);
+    free(out);
+    free(err);
+    /* and one that is there already */
+    snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --out '%s'", GM_PHASE0,
+             GM_SHARED_DIR, toks, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "already exists") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    free(toks);
+    free(ref);
+}
+
+Test(verify, a_prompt_name_with_a_path_in_it_is_refused_for_that)
+{
+    char *ref = capture("llama_untied", "ref", "--ops none --steps 2"), cmd[16384], *out = NULL, *err = NULL;
+    static const char *const names[] = {"../../x", "../../../../../../../../x", "a/b", ".."};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/cand' && cp -r '%s' '%s/cand' && /usr/bin/python3 -c \"import json,sys; "
+                 "f=sys.argv[1]+'/manifest.json'; m=json.load(open(f)); m['prompts'][0]['name']=sys.argv[2]; "
+                 "json.dump(m, open(f, 'w'))\" '%s/cand' '%s' && '%s' verify '%s' '%s/cand'", work, ref, work, work,
+                 names[i], GM_PHASE0, ref, work);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s: %s%s", names[i], out, err);
+        cr_expect(strstr(err, "manifest.json: prompts[0].name: expected a folder name like p000, found a path "
+                              "(a '/' or '..')") && tu_lines(err) == 1, "%s: %s", names[i], err);
+        free(out);
+        free(err);
+    }
+    free(ref);
+}
+
+/* The Markdown report of a prompt whose text, name and decoded tokens hold what Markdown would render. */
+Test(verify_rules, the_markdown_report_escapes_what_the_bundle_gives_it)
+{
+    int32_t ref_ids[2] = {5, 6}, cand_ids[2] = {5, 9};
+    char prefix[] = "<b>agreed</b>", chosen[] = "`x` & <i>";
+    vf_prompt p = {.text = "a <script>x</script> | y `z` & w\nnext *em* [l](u)", .n_tokens = 3, .n_steps = 2,
+                   .ref_ids = ref_ids, .cand_ids = cand_ids, .first_low = -1, .first_low_op = -1,
+                   .prefix_text = prefix, .cand_chosen_text = chosen, .ref_chosen_text = chosen};
+    snprintf(p.name, sizeof p.name, "p000");
+    vf_walk_tokens(ref_ids, (const int32_t[]){5, 1, 2, 3, 4, 6, 9, 1, 2, 3}, cand_ids,
+                   (const int32_t[]){5, 1, 2, 3, 4, 9, 6, 1, 2, 3}, 2, VF_GATE_K, &p.walk);
+    vf_judge(&p);
+    vf_report r = {.n_prompts = 1, .prompts = &p, .head_dim = 64};
+    snprintf(r.model, sizeof r.model, "m<b>");
+    snprintf(r.cand_label, sizeof r.cand_label, "cand|x");
+    snprintf(r.ref_label, sizeof r.ref_label, "ref");
+    snprintf(r.ref_kernels, sizeof r.ref_kernels, "<k>");
+    vf_report_tally(&r);
+    char *dir = tu_tmpdir(), path[4200];
+    gm_status st = {0};
+    snprintf(path, sizeof path, "%s/r.md", dir);
+    cr_assert_eq(vf_write_md(&r, path, &st), 0, "%s", st.msg);
+    char *page = tu_read(path, NULL);
+    cr_assert_not_null(page);
+    cr_expect_null(strchr(page, '<'), "no raw HTML anywhere:\n%s", page);
+    for (const char *q = page; (q = strchr(q, '`')); q++)
+        cr_expect(q > page && q[-1] == '\\', "a backtick unescaped:\n%s", page);
+    cr_expect(strstr(page, "| 0 | a &lt;script&gt;x&lt;/script&gt; \\| y \\`z\\` &amp; w next \\*em\\* \\[l\\](u) |\n"),
+              "the prompt's text, escaped, on one row:\n%s", page);
+    cr_expect(strstr(page, "model=m&lt;b&gt;, reference=ref (kernels &lt;k&gt;), candidate=cand\\|x"), "%s", page);
+    cr_expect(strstr(page, "&lt;b&gt;agreed&lt;/b&gt;"), "the agreed prefix:\n%s", page);
+    free(page);
+    tu_rmtree(dir);
+}

@@ -120,6 +120,27 @@ static int json_str(const cJSON *o, const char *key, char *out, size_t size, con
     return 0;
 }
 
+/*
+** A prompt's "name", the folder of its files: a-z, 0-9, _ and -, shorter than
+** size. A path (a '/' or '..', which would reach outside the bundle) is
+** refused as one.
+*/
+static int prompt_name(const cJSON *p, int i, char *out, size_t size, const char *path, gm_status *st)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, "name");
+    const char *name = cJSON_IsString(v) ? v->valuestring : "";
+    const size_t n = strlen(name);
+    if (strchr(name, '/') || strstr(name, ".."))
+        return gm_fail(st, GM_EFORMAT, "%s: prompts[%d].name: expected a folder name like p000, found a path (a '/' "
+                       "or '..')", path, i);
+    if (!n || n >= size || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n)
+        return gm_fail(st, GM_EFORMAT, "%s: prompts[%d].name: expected a folder name like p000 (a-z, 0-9, _ and -, "
+                       "at most %zu characters)%s", path, i, size - 1,
+                       cJSON_IsString(v) ? "" : v && !cJSON_IsNull(v) ? ", found no string" : ", found none");
+    memcpy(out, name, n + 1);
+    return 0;
+}
+
 void vf_manifest_free(vf_manifest *m)
 {
     for (int i = 0; i < m->n_prompts; i++)
@@ -263,12 +284,8 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
         if (st->code)
             break;
         char name[16] = "";
-        if (json_str(p, "name", name, sizeof name, path, st))
+        if (prompt_name(p, m->n_prompts, name, sizeof name, path, st))
             break;
-        if (!name[0] || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(name)) {
-            gm_fail(st, GM_EFORMAT, "%s: prompts[%d].name: expected a folder name like p000", path, m->n_prompts);
-            break;
-        }
         for (int k = 0; k < m->n_prompts; k++)
             if (strcmp(m->names[k], name) == 0)
                 gm_fail(st, GM_EFORMAT, "%s: prompts[%d].name: \"%s\" names another prompt too", path, m->n_prompts,

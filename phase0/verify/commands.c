@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,54 @@ static int parse_count(const char *prog, const char *opt, const char *arg, int l
         return -1;
     }
     *out = (int)v;
+    return 0;
+}
+
+/* arg as a finite number > 0 (strtod's forms, no leading spaces), or one line naming the option and -1 */
+static int parse_positive(const char *prog, const char *opt, const char *arg, double *out)
+{
+    char *end;
+    errno = 0;
+    const double v = strtod(arg, &end);
+    if (!*arg || *end || errno || !isfinite(v) || v <= 0 || arg[0] == ' ') {
+        fprintf(stderr, "%s: %s: expected a finite positive number, found '%s'\n", prog, opt, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/*
+** path, an output that --opt names, can be made: its folder exists and is a
+** writable folder (and, for a new folder, nothing is at path yet); else one
+** line naming the option and the path as given, and -1. Checked before any
+** work, so that a mistyped path costs nothing.
+*/
+static int check_output(const char *prog, const char *opt, const char *path, int new_folder)
+{
+    char dir[4200];
+    struct stat sb;
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') /* ref/ is ref */
+        n--;
+    while (n > 0 && path[n - 1] != '/')
+        n--;
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    snprintf(dir, sizeof dir, "%.*s", n ? (int)n : 1, n ? path : ".");
+    const char *found = stat(dir, &sb) != 0 ? "does not exist"
+                        : !S_ISDIR(sb.st_mode) ? "is not a folder"
+                        : access(dir, W_OK | X_OK) != 0 ? "is not writable" : NULL;
+    if (found) {
+        fprintf(stderr, "%s: %s %s: expected %s in a writable folder; %s %s\n", prog, opt, path,
+                new_folder ? "a new folder" : "a file", dir, found);
+        return -1;
+    }
+    if (new_folder ? lstat(path, &sb) == 0 : stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: %s %s: %s\n", prog, opt, path,
+                new_folder ? "already exists; remove it or choose another --out" : "expected a file, found a folder");
+        return -1;
+    }
     return 0;
 }
 
@@ -299,7 +348,8 @@ static const char capture_usage[] =
     "  --ops LAYERS       the layers whose ops are written, PROMPT/ops/LAYER/OP.npy: numbers and first, last\n"
     "                     (comma-separated), all or none (default first,last)\n"
     "  --f32              the runner in f32 instead of bf16 (a candidate to compare, not a reference)\n"
-    "  --rope-theta X     RoPE with theta X instead of the model's (a wrong candidate, to see verify catch it)\n";
+    "  --rope-theta X     RoPE with theta X (finite, > 0) instead of the model's (a wrong candidate, to see verify\n"
+    "                     catch it)\n";
 
 int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, const char *(*canonical)(const char *))
 {
@@ -327,7 +377,10 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
             break;
         case 'o': out = optarg; break;
         case 'f': f32 = 1; break;
-        case 'r': rope_theta = atof(optarg); break;
+        case 'r':
+            if (parse_positive(prog, "--rope-theta", optarg, &rope_theta))
+                return EXIT_USAGE;
+            break;
         case OPT_OPS: ops = optarg; break;
         case 'h': fputs(capture_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
@@ -337,7 +390,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         fprintf(stderr, "%s: expected a model id, --weights DIR and --out REF; see phase0 capture --help\n", prog);
         return EXIT_USAGE;
     }
-    if (prompt_conflict(prog, &po))
+    if (prompt_conflict(prog, &po) || check_output(prog, "--out", out, 1))
         return EXIT_USAGE;
     const gm_model_entry *e = gm_registry_find(models, argv[optind]);
     if (!e) {
@@ -509,7 +562,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
                 "computed for: they need --weights DIR (REF holds its own)\n", prog);
         return EXIT_USAGE;
     }
-    if (prompt_conflict(prog, &po))
+    if (prompt_conflict(prog, &po) || (html && check_output(prog, "--html", html, 0)) ||
+        (md && check_output(prog, "--md", md, 0)))
         return EXIT_USAGE;
     const char *cand = argv[argc - 1];
     char ref[4200] = "";

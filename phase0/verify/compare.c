@@ -26,6 +26,7 @@ typedef struct side {
     int64_t n_rows;
     float *layers;      /* [L][T][H] */
     float *final_norm;  /* [T][H] */
+    float *last;        /* [V] the last step's logits */
 } side;
 
 static void side_free(side *s)
@@ -35,6 +36,7 @@ static void side_free(side *s)
     free(s->rows);
     free(s->layers);
     free(s->final_norm);
+    free(s->last);
     memset(s, 0, sizeof *s);
 }
 
@@ -107,8 +109,49 @@ static int load_layers(const char *dir, const char *name, int64_t L, int64_t T, 
     return st->code;
 }
 
+/* dir/name's last_logits.npy [V], every logit finite; when there (required: the reference's, which capture writes). */
+static int load_last_logits(const char *dir, const char *name, int64_t V, int required, side *s, gm_status *st)
+{
+    int64_t sh[1] = {V};
+    if (!(s->last = vf_load(dir, name, "last_logits.npy", GM_NPY_F4, 1, sh, st))) {
+        if (!st->code && required)
+            gm_fail(st, GM_EFORMAT, "%s/%s/last_logits.npy: missing from the reference", dir, name);
+        return st->code;
+    }
+    for (int64_t v = 0; v < V; v++)
+        if (!isfinite(s->last[v]))
+            return gm_fail(st, GM_EFORMAT, "%s/%s/last_logits.npy: expected finite logits, found %s at [%lld]", dir,
+                           name, isnan(s->last[v]) ? "nan" : s->last[v] > 0 ? "inf" : "-inf", (long long)v);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------- */
 /* the measurements */
+
+/*
+** A side's last step held to its last_logits.npy: their top-k in the rule's
+** order is that step's top-k row (without rows, their first id is its chosen
+** id); else a warning, as for a choice that is not the first of its own row.
+*/
+static void check_last_step(const side *s, const char *who, int64_t V, vf_prompt *p)
+{
+    const int64_t last = (s->rows ? s->n_rows : s->n_ids) - 1;
+    if (!s->last || last < 0 || V < VF_GATE_K)
+        return;
+    int32_t top[VF_GATE_K];
+    vf_top_k(s->last, (int)V, VF_GATE_K, top, NULL);
+    const int32_t *row = s->rows ? s->rows + last * VF_GATE_K : s->ids + last;
+    if (memcmp(top, row, sizeof *top * (s->rows ? VF_GATE_K : 1)) == 0 || p->n_warnings++ > 0)
+        return;
+    if (s->rows)
+        snprintf(p->warning, sizeof p->warning, "step %lld: the %s's last_logits.npy ranks (%d, %d, %d, %d, %d) "
+                 "first, its top-%d there is (%d, %d, %d, %d, %d): its choice and its logits disagree",
+                 (long long)last, who, top[0], top[1], top[2], top[3], top[4], VF_GATE_K, row[0], row[1], row[2],
+                 row[3], row[4]);
+    else
+        snprintf(p->warning, sizeof p->warning, "step %lld: the %s's last_logits.npy ranks %d first, it chose %d: "
+                 "its choice and its logits disagree", (long long)last, who, top[0], row[0]);
+}
 
 /* The token walk: ref and cand's choices over the steps both hold. */
 static int measure_tokens(const side *ref, const side *cand, const gm_tokenizer *tok, vf_prompt *p, gm_status *st)
@@ -318,11 +361,16 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
     }
     if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, name, &c, st))
         goto out;
+    if (load_last_logits(ref, name, rm->vocab, 1, &r, st) ||
+        (!gp && load_last_logits(cand, name, rm->vocab, 0, &c, st)))
+        goto out;
     if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
         (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, r.final_norm != NULL, &c, st)))
         goto out;
     if (measure_tokens(&r, &c, tok, p, st))
         goto out;
+    check_last_step(&r, "reference", rm->vocab, p);
+    check_last_step(&c, "candidate", rm->vocab, p);
     if (gp) /* mlir-air's NPU capture: ids and top-k, nothing else */
         add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (a gate file holds none: the reference's "
                  "are taken, captured from the same prompts file); the lens and the Phase 2 block gate (a gate file "
@@ -330,6 +378,15 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
     else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st) ||
              measure_ops(ref, cand, rm, name, p->n_tokens, p, st))
         goto out;
+    if (c.last) {
+        const int64_t steps = c.rows ? c.n_rows : c.n_ids;
+        char note[160];
+        snprintf(note, sizeof note, "the last step's logits (last_logits.npy: [%d], finite%s)", rm->vocab,
+                 !steps ? "" : c.rows ? ", its top-5 the step's top-k row" : ", its top-1 the step's choice");
+        add_note(p->checked, sizeof p->checked, note);
+    } else if (!gp) {
+        add_note(p->unchecked, sizeof p->unchecked, "the last step's logits (no last_logits.npy)");
+    }
     vf_judge(p);
 out:
     side_free(&r);

@@ -5,7 +5,8 @@
 ** each side's choice and its rank in the other's top-5, the agreed prefixes
 ** and the failure reasons, the per-layer table. Then what ours adds: every
 ** rule of vf_rules[] per prompt, both top-5 lists at the divergence decoded,
-** the warnings. Table cells are escaped as theirs (| and newlines).
+** the warnings. Text from the bundle is escaped, so that no renderer reads
+** it as markup (put_cell).
 */
 #include "internal.h"
 
@@ -52,12 +53,19 @@ char *vf_short_prompt(const char *text)
     return out;
 }
 
-/* A table cell: | escaped, newlines as spaces (theirs for the prompts table). */
+/*
+** Text from the bundle (a prompt, a decoded token, a name) in a table cell or
+** a line: what a Markdown renderer would read as markup is escaped (<, > and
+** & as entities; | ` * _ [ ] ~ and \ by a backslash), newlines become
+** spaces (theirs for the prompts table), so the text shows as written.
+*/
 static void put_cell(FILE *out, const char *s)
 {
     for (; *s; s++)
-        if (*s == '|')
-            fputs("\\|", out);
+        if (*s == '<' || *s == '>' || *s == '&')
+            fputs(*s == '<' ? "&lt;" : *s == '>' ? "&gt;" : "&amp;", out);
+        else if (strchr("|`*_[]~\\", *s))
+            fprintf(out, "\\%c", *s);
         else
             fputc(*s == '\n' || *s == '\r' ? ' ' : *s, out);
 }
@@ -131,14 +139,19 @@ static void put_topk(FILE *out, const vf_report *r)
         const vf_prompt *p = &r->prompts[i];
         if (p->cand_ids && p->prefix_text && p->prefix_text[0]) {
             char *q = vf_md_quoted(p->prefix_text);
-            fprintf(out, "\n*Prompt %d agreed prefix (steps 0-%d):* %s\n", i, p->walk.diverge - 1, q ? q : "");
+            fprintf(out, "\n*Prompt %d agreed prefix (steps 0-%d):* ", i, p->walk.diverge - 1);
+            put_cell(out, q ? q : "");
+            fputc('\n', out);
             free(q);
         }
     }
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
-        if (p->cand_ids && p->rule[VF_RULE_TOKENS].verdict == VF_FAIL)
-            fprintf(out, "\n*Prompt %d FAIL:* %s\n", i, p->rule[VF_RULE_TOKENS].why);
+        if (p->cand_ids && p->rule[VF_RULE_TOKENS].verdict == VF_FAIL) {
+            fprintf(out, "\n*Prompt %d FAIL:* ", i);
+            put_cell(out, p->rule[VF_RULE_TOKENS].why);
+            fputc('\n', out);
+        }
     }
     for (int i = 0; i < r->n_prompts; i++) { /* ours: both top-5 lists at the divergence */
         const vf_prompt *p = &r->prompts[i];
@@ -259,8 +272,11 @@ static void put_report(FILE *out, const vf_report *r)
     put_cell(out, r->model);
     fputs(", reference=", out);
     put_cell(out, r->ref_label);
-    fprintf(out, " (kernels %s%s%s), candidate=", r->ref_kernels[0] ? r->ref_kernels : "not given",
-            r->ref_commit[0] ? ", commit " : "", r->ref_commit);
+    fputs(" (kernels ", out);
+    put_cell(out, r->ref_kernels[0] ? r->ref_kernels : "not given");
+    fputs(r->ref_commit[0] ? ", commit " : "", out);
+    put_cell(out, r->ref_commit);
+    fputs("), candidate=", out);
     put_cell(out, r->cand_label);
     fprintf(out, ", head_dim=%d\n\nResult: **%s**\n", r->head_dim, r->verdict == VF_FAIL ? "FAIL" : "PASS");
     fprintf(out, "\nTop-k token gate: %d PASS / %d FAIL (across %d prompt-pair checks)\n",

@@ -76,6 +76,60 @@ static const char usage[] =
     "130 interrupted (Ctrl-C, SIGTERM): transfers stopped, locks released, a partial\n"
     "download kept for the next run to resume, models/ left as it was\n";
 
+static const char download_usage[] =
+    "usage: gen-model download ORG/NAME [--revision REV]\n"
+    "\n"
+    "Fetch the full safetensors files of a Hub repo, with config.json, the index and\n"
+    "tokenizer.json and tokenizer_config.json when the repo has them, into the Hugging Face\n"
+    "cache, for the Phase 0 gates; print the snapshot folder, a complete model folder.\n"
+    "An interrupted download resumes from its blobs/<sha256>.incomplete; each file is\n"
+    "checked against the sha256 the Hub gives before it is moved into place.\n"
+    "\n"
+    "options:\n"
+    "  -R, --revision REV   a branch, tag or commit of the Hub repo (default: main)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "environment: as gen-model's (gen-model --help)\n"
+    "\n"
+    "exit status: 0 downloaded; 1 bad input (no safetensors, a checksum mismatch); 2 usage;\n"
+    "4 file system error; 5 network or Hub error; 130 interrupted (the partial file kept)\n";
+
+/*
+** --out names a folder, made when missing: an empty one, or a path of which a part that exists
+** is not a folder, is a usage error naming --out, said before anything is fetched or generated.
+*/
+static int out_dir_usable(const char *out_dir)
+{
+    char path[PATH_MAX];
+    struct stat sb;
+    if (!*out_dir) {
+        fprintf(stderr, "gen-model: --out: expected a folder (made when missing), found an empty string\n");
+        return 0;
+    }
+    if (snprintf(path, sizeof path, "%s", out_dir) >= (int)sizeof path) {
+        fprintf(stderr, "gen-model: --out %.80s...: expected a path of fewer than %d bytes\n", out_dir, PATH_MAX);
+        return 0;
+    }
+    for (char *p = path + 1;; p++) {
+        const char c = *p;
+        if (c != '/' && c != '\0')
+            continue;
+        *p = '\0';
+        if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            if (c == '\0')
+                fprintf(stderr, "gen-model: --out %s: expected a folder (made when missing), found a file; "
+                        "name a folder\n", out_dir);
+            else
+                fprintf(stderr, "gen-model: --out %s: expected a folder (made when missing), found a file at %s; "
+                        "name a folder\n", out_dir, path);
+            return 0;
+        }
+        if (c == '\0')
+            return 1;
+        *p = c;
+    }
+}
+
 /*
 ** An interrupted run (SIGINT, SIGTERM, SIGHUP): one line saying what was left, exit 130. Only
 ** what the next run resumes is left: a partial download stays in its .incomplete, models/ as it was.
@@ -98,16 +152,15 @@ static int download(const char *repo, const char *revision)
         fprintf(stderr, "gen-model: download: expected a Hub repo id ORG/NAME, found '%s'\n", repo);
         return GM_EXIT_USAGE;
     }
-    if (gm_hub_init(&src.hub, &st) == 0) {
-        src.hub_ready = 1;
-        if (gm_hub_download(&src.hub, repo, revision, dir, sizeof dir, &st) == 0)
-            printf("%s\n", dir);
-    }
+    if (gm_sources_hub(&src, &st) == 0 && gm_hub_download(&src.hub, repo, revision, dir, sizeof dir, &st) == 0)
+        printf("%s\n", dir);
     if (gm_interrupted()) {
         gm_sources_free(&src);
         return interrupted(&st);
     }
-    gm_sources_report(&src);
+    /* a failure is its one line; the transfer's summary is for a success */
+    if (!st.code)
+        gm_sources_report(&src);
     gm_sources_free(&src);
     if (st.code)
         fprintf(stderr, "gen-model: %s\n", st.msg);
@@ -143,18 +196,20 @@ int main(int argc, char **argv)
         case 'R': revision = optarg; break;
         case 'T': opt.templates_dir = optarg; break;
         case 'v': opt.verbose = 1; break;
-        case 'h': fputs(usage, stdout); return GM_EXIT_OK;
+        case 'h': fputs(is_download ? download_usage : usage, stdout); return GM_EXIT_OK;
         case 'V':
             printf("gen-model %s (runtime ABI %d, kernels %s)\n", GM_VERSION, GM_RUNTIME_ABI, gm_kernels_name());
             return GM_EXIT_OK;
-        default: gm_cli_bad_option("gen-model", c, argv); return GM_EXIT_USAGE;
+        default: gm_cli_bad_option(is_download ? "gen-model download" : "gen-model", c, argv); return GM_EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "gen-model: expected one %s, found %d; see gen-model --help\n",
-                is_download ? "ORG/NAME" : "SOURCE", argc - optind);
+        fprintf(stderr, "gen-model: expected one %s, found %d; see gen-model%s --help\n",
+                is_download ? "ORG/NAME" : "SOURCE", argc - optind, is_download ? " download" : "");
         return GM_EXIT_USAGE;
     }
+    if (!is_download && !out_dir_usable(out_dir))
+        return GM_EXIT_USAGE;
     if (opt.name && !gm_model_id_valid(opt.name)) {
         fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_' "
                 "(not gm, st or bf16), found '%s'\n", opt.name);
@@ -192,7 +247,8 @@ out:
         gm_sources_free(&src);
         return interrupted(&st);
     }
-    gm_sources_report(&src);
+    if (!st.code)
+        gm_sources_report(&src);
     gm_sources_free(&src);
     if (st.code)
         fprintf(stderr, "gen-model: %s\n", st.msg);

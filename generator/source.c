@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <curl/curl.h>
 
+#include "gm/cli.h"
 #include "gm/lock.h"
 
 int gm_exit_code(int code)
@@ -41,6 +43,39 @@ void gm_command_end(void)
     curl_global_cleanup();
 }
 
+/*
+** The Hub's settings, checked before the Hub is asked (hub.c reads them; empty is unset there, and
+** here): HF_ENDPOINT an http:// or https:// URL with a host, HF_HUB_DOWNLOAD_TIMEOUT whole seconds
+** above 0, as huggingface_hub reads it (int(), which takes no fraction). A bad one is GM_EUSAGE naming it.
+*/
+static int hub_settings_check(gm_status *st)
+{
+    const char *ep = getenv("HF_ENDPOINT"), *to = getenv("HF_HUB_DOWNLOAD_TIMEOUT");
+    if (ep && *ep) {
+        size_t scheme = strncasecmp(ep, "https://", 8) == 0 ? 8 : strncasecmp(ep, "http://", 7) == 0 ? 7 : 0;
+        int bad = scheme == 0 || ep[scheme] == '\0' || ep[scheme] == '/';
+        for (const unsigned char *c = (const unsigned char *)ep; *c && !bad; c++)
+            bad = *c <= 0x20 || *c == 0x7F;
+        if (bad)
+            return gm_fail(st, GM_EUSAGE, "HF_ENDPOINT: expected an http:// or https:// URL such as "
+                           "https://huggingface.co, found '%.200s'; fix it or unset it", ep);
+    }
+    if (to && *to && gm_cli_count(to, 1, INT_MAX) < 0)
+        return gm_fail(st, GM_EUSAGE, "HF_HUB_DOWNLOAD_TIMEOUT: expected a whole number of seconds above 0 "
+                       "(as huggingface_hub reads it), found '%.200s'; fix it or unset it (default 10)", to);
+    return 0;
+}
+
+int gm_sources_hub(gm_sources *s, gm_status *st)
+{
+    if (s->hub_ready)
+        return 0;
+    if (hub_settings_check(st) || gm_hub_init(&s->hub, st))
+        return st->code;
+    s->hub_ready = 1;
+    return 0;
+}
+
 static int is_dir(const char *path)
 {
     struct stat sb;
@@ -57,11 +92,8 @@ int gm_source_read(gm_sources *s, const char *source, const char *repo, const gm
     if (*from_hub) {
         if (!gm_repo_id_valid(source) || !strchr(source, '/'))
             return gm_fail(st, GM_EUSAGE, "%s: expected a model folder or a Hub repo id ORG/NAME", source);
-        if (!s->hub_ready) {
-            if (gm_hub_init(&s->hub, st))
-                return st->code;
-            s->hub_ready = 1;
-        }
+        if (gm_sources_hub(s, st))
+            return st->code;
         if (gm_hub_fetch_config(&s->hub, source, s->revision ? s->revision : "main", cache_dir, sizeof cache_dir, st))
             return st->code;
         repo = source;

@@ -42,6 +42,12 @@ typedef struct gm_sources {
 } gm_sources;
 
 /*
+** Set up s->hub when it is not yet: HF_ENDPOINT and HF_HUB_DOWNLOAD_TIMEOUT checked first (a bad
+** one is GM_EUSAGE, its message naming it, what was expected and what was found), then gm_hub_init.
+*/
+int gm_sources_hub(gm_sources *s, gm_status *st);
+
+/*
 ** Read source into *snap, ready for gm_generate: a folder (repo, when not
 ** NULL, names its Hub repo) or, when no folder of that name exists, a Hub repo
 ** id ORG/NAME whose config.json and headers are fetched into the cache. The
@@ -52,7 +58,7 @@ typedef struct gm_sources {
 int gm_source_read(gm_sources *s, const char *source, const char *repo, const gm_gen_options *opt,
                    gm_snapshot *snap, int *from_hub, gm_status *st);
 
-/* "gen-model: N bytes in M requests from ENDPOINT" on stderr, when the Hub was asked. */
+/* "gen-model: N bytes in M requests from ENDPOINT" on stderr, when the Hub was asked (after a success). */
 void gm_sources_report(const gm_sources *s);
 
 void gm_sources_free(gm_sources *s);

@@ -12,15 +12,17 @@
 
 #include "gm/status.h"
 #include "gm/tokenizer.h"
+#include "source.h"
 
 static const char usage[] =
     "usage: gen-model tokenize TOKENIZER_JSON [--no-special] [--no-parse-special] [--decode]\n"
     "  reads text on stdin and prints its ids separated by spaces\n"
     "  --no-special        do not apply the post-processor (no BOS); with --decode, drop special tokens\n"
     "  --no-parse-special  special tokens written in the text are encoded as text\n"
-    "  --decode            read ids on stdin and print the text\n";
-
-enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2 };
+    "  --decode            read ids on stdin and print the text\n"
+    "exit status: 0 done; 1 bad input (tokenizer.json, the text, the ids); 2 usage; 3 a tokenizer.json\n"
+    "feature gen-model does not support, or a pre_tokenizer regex the regex engine gives up on for\n"
+    "this text (Oniguruma's backtracking limits); 4 a file could not be read or written\n";
 
 static char *read_stdin(size_t *len)
 {
@@ -125,7 +127,7 @@ out:
 int gm_tokenize_main(int argc, char **argv)
 {
     const char *path = NULL;
-    int no_special = 0, no_parse = 0, do_decode = 0, rc;
+    int no_special = 0, no_parse = 0, do_decode = 0, n_paths = 0, rc;
     gm_tokenizer *t = NULL;
     gm_status st = {0};
 
@@ -138,24 +140,22 @@ int gm_tokenize_main(int argc, char **argv)
             do_decode = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
-            return EXIT_OK;
+            return GM_EXIT_OK;
         } else if (argv[i][0] == '-' && argv[i][1] != 0) {
-            fprintf(stderr, "gen-model: tokenize: unknown option '%s'\n%s", argv[i], usage);
-            return EXIT_USAGE;
-        } else if (path == NULL)
+            /* one line, as gm_cli_bad_option gives the other commands: the help is for --help */
+            fprintf(stderr, "gen-model tokenize: unknown option '%s'; see gen-model tokenize --help\n", argv[i]);
+            return GM_EXIT_USAGE;
+        } else if (n_paths++ == 0)
             path = argv[i];
-        else {
-            fprintf(stderr, "gen-model: tokenize: one TOKENIZER_JSON expected, found also '%s'\n%s", argv[i], usage);
-            return EXIT_USAGE;
-        }
     }
-    if (path == NULL) {
-        fprintf(stderr, "gen-model: tokenize: missing TOKENIZER_JSON\n%s", usage);
-        return EXIT_USAGE;
+    if (n_paths != 1) {
+        fprintf(stderr, "gen-model: tokenize: expected one TOKENIZER_JSON, found %d; see gen-model tokenize --help\n",
+                n_paths);
+        return GM_EXIT_USAGE;
     }
     if (gm_tokenizer_load(&t, path, &st) != 0) {
         fprintf(stderr, "gen-model: %s\n", st.msg);
-        return EXIT_INPUT;
+        return gm_exit_code(st.code);
     }
     rc = do_decode ? decode(t, no_special, &st) : encode(t, !no_special, !no_parse, &st);
     if (rc != 0)
@@ -165,5 +165,5 @@ int gm_tokenize_main(int argc, char **argv)
         rc = GM_EIO;
     }
     gm_tokenizer_free(t);
-    return rc == 0 ? EXIT_OK : EXIT_INPUT;
+    return gm_exit_code(rc);
 }

@@ -723,3 +723,53 @@ Test(generator, version_and_a_bad_option_are_one_line_each)
         free(err);
     }
 }
+
+/* Every subcommand's --help is its own, and a usage mistake is one line that points at it. */
+Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
+{
+    char cmd[4200], *out = NULL, *err = NULL;
+    const char *helps[][2] = {{"download --help", "usage: gen-model download ORG/NAME"},
+                              {"tokenize --help", "usage: gen-model tokenize TOKENIZER_JSON"},
+                              {"regen --help", "usage: gen-model regen"},
+                              {"preview --help", "usage: gen-model preview"}};
+    for (size_t i = 0; i < sizeof helps / sizeof helps[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, helps[i][0]);
+        cr_expect_eq(tu_run(cmd, &out, NULL), 0, "%s", helps[i][0]);
+        cr_expect(strncmp(out, helps[i][1], strlen(helps[i][1])) == 0, "%s printed:\n%s", helps[i][0], out);
+        free(out);
+    }
+    const char *bad[][2] = {{"tokenize", "expected one TOKENIZER_JSON, found 0; see gen-model tokenize --help"},
+                            {"tokenize a.json b.json", "expected one TOKENIZER_JSON, found 2; see gen-model tokenize --help"},
+                            {"tokenize --bogus a.json", "unknown option '--bogus'; see gen-model tokenize --help"},
+                            {"download", "expected one ORG/NAME, found 0; see gen-model download --help"},
+                            {"download --bogus a/b", "unknown option '--bogus'; see gen-model download --help"},
+                            {"regen --bogus", "unknown option '--bogus'; see gen-model regen --help"},
+                            {"preview", "see gen-model preview --help"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, bad[i][0]);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s", bad[i][0]);
+        cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1 && !strstr(err, "usage:") && !*out, "%s: %s",
+                  bad[i][0], err);
+        free(out);
+        free(err);
+    }
+}
+
+/* --out naming a file, or a path through one, is one line saying so, before anything is read or written. */
+Test(generator, out_naming_a_file_is_one_line_saying_it_is_not_a_folder)
+{
+    char file[4400], cmd[9000], *err = NULL;
+    snprintf(file, sizeof file, "%s/afile", work);
+    tu_write(file, "x", 1);
+    const char *outs[][2] = {{"", "found a file; name a folder"}, {"/g1", "found a file at "}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' '%s/Qwen/Qwen2-0.5B' --out '%s%s'", GM_GEN_MODEL, HUB, file, outs[i][0]);
+        cr_expect_eq(tu_run(cmd, NULL, &err), 2, "--out %s%s: %s", file, outs[i][0], err);
+        cr_expect(strstr(err, "gen-model: --out ") && strstr(err, "expected a folder") && strstr(err, outs[i][1]) &&
+                      tu_lines(err) == 1, "--out %s%s: %s", file, outs[i][0], err);
+        free(err);
+    }
+    char *text = tu_read(file, NULL);
+    cr_assert_str_eq(text, "x", "the file was changed");
+    free(text);
+}

@@ -628,3 +628,33 @@ ParameterizedTest(int *index, hostile, tokenizer, .timeout = 60)
     rm_rf(work);
     free(work);
 }
+
+/*
+** A pre_tokenizer regex that backtracks past the regex engine's limits on the text given: one line
+** naming the file and the regex with the engine's reason, exit 3 (not "out of memory"), in bounded time.
+*/
+Test(hostile, a_pre_tokenizer_regex_that_backtracks_too_much_is_one_line)
+{
+    char *work = tu_tmpdir(), path[4400], text[4400], cmd[9300], *err = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", work);
+    snprintf(text, sizeof text, "%s/text", work);
+    const char *json = "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(((a+)+)+)+$\"}, "
+                       "\"behavior\": \"Isolated\", \"invert\": false}, \"model\": {\"type\": \"BPE\", "
+                       "\"vocab\": {\"a\": 0, \"b\": 1, \"\\n\": 2}, \"merges\": []}}";
+    tu_write(path, json, strlen(json));
+    tu_write(text, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab\n", 52);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize '%s' < '%s'", GM_GEN_MODEL, path, text);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    long rss = 0;
+    double secs = 0;
+    int rc = tu_run_argv(argv, NULL, &err, &rss, &secs);
+    cr_assert_eq(rc, 3, "exit %d: %s", rc, err);
+    cr_assert_eq(tu_lines(err), 1, "%s", err);
+    cr_assert(strstr(err, path) && strstr(err, "Split regex '(((a+)+)+)+$' failed to match the text: ") &&
+              strstr(err, "retry-limit") && !strstr(err, "out of memory"), "%s", err);
+    cr_assert_lt(secs, TIME_LIMIT_S, "took %.1f s", secs);
+    cr_assert_lt(rss, RSS_LIMIT_KB, "peak memory %ld KB", rss);
+    free(err);
+    rm_rf(work);
+    free(work);
+}

@@ -473,3 +473,37 @@ Test(tokenizer, rejects_a_missing_file)
     cr_assert(gm_tokenizer_load(&t, "/nonexistent/tokenizer.json", &st) == GM_EIO);
     cr_assert(strstr(st.msg, "/nonexistent/tokenizer.json") != NULL, "%s", st.msg);
 }
+
+/*
+** A Split regex that backtracks past Oniguruma's limits on a text: the encode fails with
+** GM_EUNSUPPORTED, one line naming the file, the regex and Oniguruma's reason, not "out of memory".
+*/
+Test(tokenizer, a_split_regex_the_engine_gives_up_on_is_named_not_out_of_memory)
+{
+    char *json = replace_once(tiny, "\"pre_tokenizer\": null", "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": "
+                              "{\"Regex\": \"(((a+)+)+)+$\"}, \"behavior\": \"Isolated\", \"invert\": false}");
+    char *path = tiny_file(json, strlen(json));
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    int32_t *ids = NULL;
+    size_t n;
+    char text[32];
+
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    cr_assert(gm_tokenizer_encode(t, "ab", 2, 0, 1, &ids, &n, &st) == 0, "%s", st.msg);
+    free(ids);
+    memset(text, 'a', 20);
+    text[20] = 'b';
+    for (int mt = 0; mt < 2; mt++) {
+        memset(&st, 0, sizeof st);
+        int rc = mt ? gm_tokenizer_encode_mt(t, text, 21, 0, 1, 2, &ids, &n, &st)
+                    : gm_tokenizer_encode(t, text, 21, 0, 1, &ids, &n, &st);
+        cr_assert(rc == GM_EUNSUPPORTED, "encode gave %d (%s), want GM_EUNSUPPORTED", rc, st.msg);
+        cr_assert(strstr(st.msg, path) && strstr(st.msg, "pre_tokenizer: Split regex '(((a+)+)+)+$' failed to match") &&
+                      strstr(st.msg, "retry-limit-in-match over") && !strstr(st.msg, "out of memory") &&
+                      !strchr(st.msg, '\n'), "%s", st.msg);
+        cr_assert(ids == NULL);
+    }
+    gm_tokenizer_free(t);
+    free(json);
+}

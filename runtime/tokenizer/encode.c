@@ -28,6 +28,7 @@ typedef struct enc_ctx {
     gm_buf norm;
     tk_spans spans;
     tk_ids out;
+    gm_status err; /* what failed, when it is not out of memory: a regex the engine gave up on */
 } enc_ctx;
 
 static void ctx_free(enc_ctx *c)
@@ -143,7 +144,7 @@ static int model_piece(enc_ctx *c, const char *s, size_t n)
 
     if (n == 0)
         return 0;
-    if (tk_pretokenize(t->pre, t->n_pre, s, n, &c->spans) != 0)
+    if (tk_pretokenize(t->pre, t->n_pre, s, n, &c->spans, t->path, &c->err) != 0)
         return -1;
     for (size_t i = 0; i < c->spans.n; i++) {
         size_t a = c->spans.p[2 * i], b = c->spans.p[2 * i + 1];
@@ -228,7 +229,11 @@ int gm_tokenizer_encode(const gm_tokenizer *t, const char *text, size_t len, int
     if (c.scratch == NULL || (add_special && tk_ids_put(&c.out, t->pp_before, t->n_before) != 0) ||
         encode_text(&c, text, len) != 0 || (add_special && tk_ids_put(&c.out, t->pp_after, t->n_after) != 0) ||
         tk_ids_push(&c.out, 0) != 0) {
-        rc = gm_fail(st, GM_ENOMEM, "%s: encode: out of memory", t->path);
+        if (c.err.code == GM_OK)
+            gm_fail(&c.err, GM_ENOMEM, "%s: encode: out of memory", t->path);
+        rc = c.err.code;
+        if (st != NULL)
+            *st = c.err;
         goto out;
     }
     c.out.n--; // the pushed 0 only guarantees a non-NULL buffer for empty results

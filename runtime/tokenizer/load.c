@@ -279,17 +279,26 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
                 safe = 1;
         if (!safe || invert || p.behavior != TK_SPLIT_ISOLATED)
             *mt_ok = 0;
+        /* the pattern as written, for the message of a match the regex engine gives up on */
+        p.is_regex = is_regex;
+        if ((p.pattern = strdup(pat)) == NULL)
+            return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
         if (!is_regex) {
-            if (escape_literal(pat, &lit) != 0)
+            if (escape_literal(pat, &lit) != 0) {
+                free(p.pattern);
                 return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
+            }
             pat = lit.p;
         }
         int rc = tk_regex_compile(&p.regex, pat, strlen(pat), t->path, where, st);
         free(lit.p);
-        if (rc != 0)
+        if (rc != 0) {
+            free(p.pattern);
             return rc;
+        }
         if (add_pre(t, &p, st) != 0) {
             tk_regex_free(p.regex);
+            free(p.pattern);
             return st->code;
         }
         return 0;
@@ -1034,8 +1043,10 @@ void gm_tokenizer_free(gm_tokenizer *t)
         free(t->norm[i].a);
         free(t->norm[i].b);
     }
-    for (size_t i = 0; i < t->n_pre; i++)
+    for (size_t i = 0; i < t->n_pre; i++) {
         tk_regex_free(t->pre[i].regex);
+        free(t->pre[i].pattern);
+    }
     for (size_t i = 0; i < t->n_dec; i++) {
         free(t->dec[i].a);
         free(t->dec[i].b);

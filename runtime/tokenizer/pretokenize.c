@@ -181,8 +181,11 @@ static int pieces_push(pieces *v, size_t a, size_t b, int match)
     return 0;
 }
 
-/* All matches of re in s[a, b), with the onig crate's find_iter rules for empty matches. */
-static int find_matches(regex_t *re, OnigRegion *region, const char *s, size_t a, size_t b, pieces *out)
+/*
+** All matches of re in s[a, b), with the onig crate's find_iter rules for empty matches. -1 out of
+** memory, or -2 with *err Oniguruma's code when the search itself fails (its retry or stack limits).
+*/
+static int find_matches(regex_t *re, OnigRegion *region, const char *s, size_t a, size_t b, pieces *out, int *err)
 {
     const UChar *str = (const UChar *)s + a, *end = (const UChar *)s + b;
     size_t n = b - a, last_end = 0, prev = 0;
@@ -194,8 +197,10 @@ static int find_matches(regex_t *re, OnigRegion *region, const char *s, size_t a
         int r = onig_search(re, str, end, str + last_end, end, region, ONIG_OPTION_NONE);
         if (r == ONIG_MISMATCH)
             break;
-        if (r < 0)
-            return -1;
+        if (r < 0) {
+            *err = r;
+            return -2;
+        }
         size_t ms = (size_t)region->beg[0], me = (size_t)region->end[0];
         if (me == ms && have_last && last_match_end == me) {
             size_t adv = 1;
@@ -287,18 +292,42 @@ static int apply_behavior(const tk_pre *pre, pieces *m, tk_spans *out)
     return 0;
 }
 
-int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out)
+/*
+** The one line for a search Oniguruma gave up on: the file, the step's pattern (its first 80 bytes),
+** Oniguruma's reason. Its limits (retries, stack) are GM_EUNSUPPORTED: the file and the text are
+** well-formed, the regex backtracks more on this text than the engine allows.
+*/
+static int search_failed(const tk_pre *pre, int err, const char *path, gm_status *st)
+{
+    UChar why[ONIG_MAX_ERROR_MESSAGE_LEN];
+    const char *hint = "; simplify the regex in the file or tokenize shorter text";
+    int code = GM_EUNSUPPORTED;
+    if (err == ONIGERR_MEMORY) {
+        code = GM_ENOMEM;
+        hint = "";
+    }
+    onig_error_code_to_str(why, err);
+    if (pre->kind == TK_PRE_BYTE_LEVEL)
+        return gm_fail(st, code, "%s: pre_tokenizer: ByteLevel's regex failed to match the text: %s%s", path,
+                       (const char *)why, *hint ? "; tokenize shorter text" : "");
+    const char *pat = pre->pattern ? pre->pattern : "";
+    return gm_fail(st, code, "%s: pre_tokenizer: Split %s '%.80s%s' failed to match the text: %s%s", path,
+                   pre->is_regex ? "regex" : "pattern", pat, strlen(pat) > 80 ? "..." : "", (const char *)why, hint);
+}
+
+int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out, const char *path,
+                   gm_status *st)
 {
     tk_spans next = {0};
     pieces m = {0};
     OnigRegion *region = NULL;
-    int rc = -1;
+    int rc = GM_ENOMEM, err = 0;
 
     out->n = 0;
     if (n == 0)
         return 0;
     if (spans_push(out, 0, n) != 0)
-        return -1;
+        return gm_fail(st, GM_ENOMEM, "%s: encode: out of memory", path);
     for (size_t k = 0; k < n_steps; k++) {
         const tk_pre *pre = &steps[k];
         if (pre->regex == NULL)
@@ -307,8 +336,12 @@ int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n,
             goto out;
         next.n = 0;
         for (size_t i = 0; i < out->n; i++) {
-            if (find_matches(pre->regex, region, s, out->p[2 * i], out->p[2 * i + 1], &m) != 0 ||
-                apply_behavior(pre, &m, &next) != 0)
+            int r = find_matches(pre->regex, region, s, out->p[2 * i], out->p[2 * i + 1], &m, &err);
+            if (r == -2) {
+                rc = search_failed(pre, err, path, st);
+                goto out;
+            }
+            if (r != 0 || apply_behavior(pre, &m, &next) != 0)
                 goto out;
         }
         tk_spans swap = *out;
@@ -317,6 +350,8 @@ int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n,
     }
     rc = 0;
 out:
+    if (rc == GM_ENOMEM)
+        gm_fail(st, GM_ENOMEM, "%s: encode: out of memory", path);
     if (region != NULL)
         onig_region_free(region, 1);
     free(next.p);

@@ -27,6 +27,8 @@ typedef struct tk_pre {
     int behavior; /* SPLIT */
     int invert;   /* SPLIT */
     int add_prefix_space; /* BYTE_LEVEL */
+    char *pattern;        /* SPLIT: tokenizer.json's pattern as written, for messages (owned) */
+    int is_regex;         /* SPLIT: the pattern was {"Regex": ...}, not {"String": ...} */
 } tk_pre;
 
 /*
@@ -43,7 +45,12 @@ typedef struct tk_spans {
     size_t n, cap;
 } tk_spans;
 
-/* Split s[0, n) by steps[0 .. n_steps) into out (reset). With no regex step the whole text is one pre-token. */
-int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out);
+/*
+** Split s[0, n) by steps[0 .. n_steps) into out (reset). With no regex step the whole text is one
+** pre-token. A regex the engine gives up on (Oniguruma's backtracking limits) is GM_EUNSUPPORTED,
+** its message naming path, the step's pattern and Oniguruma's reason; out of memory is GM_ENOMEM.
+*/
+int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out, const char *path,
+                   gm_status *st);
 
 #endif

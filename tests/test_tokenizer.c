@@ -334,6 +334,16 @@ static char *tiny_file(const char *content, size_t len)
     return path;
 }
 
+/* tiny_file's file and folder, once it is loaded (each test made one in /tmp) */
+static void drop_tiny(const char *path)
+{
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    unlink(path);
+    rmdir(dir);
+}
+
 static char *replace_once(const char *s, const char *from, const char *to)
 {
     const char *at = strstr(s, from);
@@ -354,6 +364,7 @@ static void expect_load_error(const char *content, size_t len, int code, const c
     gm_tokenizer *t = NULL;
     gm_status st = {0};
     int rc = gm_tokenizer_load(&t, path, &st);
+    drop_tiny(path);
     cr_assert(rc == code, "load gave %d (%s), want %d", rc, st.msg, code);
     cr_assert(t == NULL);
     cr_assert(strstr(st.msg, path) != NULL, "message does not name the file: %s", st.msg);
@@ -371,6 +382,7 @@ Test(tokenizer, tiny_file_encodes_merges_and_bos)
     char *text = NULL;
 
     cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    drop_tiny(path);
     cr_assert(gm_tokenizer_vocab_size(t) == 4);
     cr_assert(gm_tokenizer_is_special(t, 3) && !gm_tokenizer_is_special(t, 2));
     cr_assert(gm_tokenizer_encode(t, "ab<s>ba", 7, 1, 1, &ids, &n, &st) == 0, "%s", st.msg);
@@ -382,6 +394,20 @@ Test(tokenizer, tiny_file_encodes_merges_and_bos)
     gm_tokenizer_free(t);
 }
 
+/* A FIFO for the optional tokenizer_config.json beside it is refused at once, not waited on. */
+Test(tokenizer, refuses_a_fifo_for_tokenizer_config_without_blocking, .timeout = 20)
+{
+    char *path = tiny_file(tiny, strlen(tiny)), cfg[300];
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    snprintf(cfg, sizeof cfg, "%.*s/tokenizer_config.json", (int)(strrchr(path, '/') - path), path);
+    cr_assert_eq(mkfifo(cfg, 0600), 0);
+    cr_assert_eq(gm_tokenizer_load(&t, path, &st), GM_EIO);
+    cr_assert(strstr(st.msg, "tokenizer_config.json: expected a regular file"), "%s", st.msg);
+    unlink(cfg);
+    drop_tiny(path);
+}
+
 Test(tokenizer, rejects_invalid_utf8_text)
 {
     char *path = tiny_file(tiny, strlen(tiny));
@@ -391,6 +417,7 @@ Test(tokenizer, rejects_invalid_utf8_text)
     size_t n;
 
     cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    drop_tiny(path);
     cr_assert(gm_tokenizer_encode(t, "a\xC3(b", 4, 0, 1, &ids, &n, &st) == GM_EFORMAT);
     cr_assert(strstr(st.msg, "invalid UTF-8 at byte 1") != NULL, "%s", st.msg);
     gm_tokenizer_free(t);
@@ -490,6 +517,7 @@ Test(tokenizer, a_split_regex_the_engine_gives_up_on_is_named_not_out_of_memory)
     char text[32];
 
     cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    drop_tiny(path);
     cr_assert(gm_tokenizer_encode(t, "ab", 2, 0, 1, &ids, &n, &st) == 0, "%s", st.msg);
     free(ids);
     memset(text, 'a', 20);

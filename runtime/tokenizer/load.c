@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bpe.h"
 #include "gm/io.h"
@@ -896,10 +897,9 @@ static int load_config(gm_tokenizer *t, gm_status *st)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
     memcpy(path, t->path, dir);
     memcpy(path + dir, "tokenizer_config.json", sizeof "tokenizer_config.json");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        goto out; // optional
-    fclose(f);
+    struct stat sb; // optional; where it is, gm_read_file holds it to a regular file (a FIFO's open would block)
+    if (stat(path, &sb) != 0)
+        goto out;
     if ((rc = gm_read_file(path, TK_MAX_FILE, &buf, &len, st)) != 0)
         goto out;
     const char *end = NULL;

@@ -576,7 +576,7 @@ static void print_text(const run *r)
                 snprintf(q, sizeof q, "\"%s\"", t);
             printf("  %d. %7d  %-22s logit %9.4f  p %.4f\n", i + 1, r->top5[i], q, r->top5_logit[i], r->top5_prob[i]);
         }
-        printf("logits: std %.4f, entropy %.4f of the uniform's (degenerate: std < 0.001 or entropy > 0.99)\n",
+        printf("logits: std %.4f, entropy %.4f of the uniform's (degenerate would be std < 0.001 or entropy > 0.99)\n",
                r->logits_std, r->entropy_ratio);
     }
     for (int i = 0; i < N_GATES; i++) {

@@ -1180,6 +1180,20 @@ Test(verify, output_paths_are_checked_before_any_work)
     free(ref);
 }
 
+/* A folder without tokenizer.json: capture says what to do (put it there, or give --tokens), exit 2 */
+Test(verify, capture_without_a_tokenizer_says_what_to_do)
+{
+    char cmd[16384], *out = NULL, *err = NULL, want[4600];
+    snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' --out '%s/ref'", GM_PHASE0,
+             GM_SHARED_DIR, work);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    snprintf(want, sizeof want, "%s/golden/llama_untied/tokenizer.json: not there: the prompts need the model's "
+             "tokenizer.json", GM_SHARED_DIR);
+    cr_expect(strstr(err, want) && strstr(err, "or give --tokens IDS") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+}
+
 Test(verify, a_prompt_name_with_a_path_in_it_is_refused_for_that)
 {
     char *ref = capture("llama_untied", "ref", "--ops none --steps 2"), cmd[16384], *out = NULL, *err = NULL;

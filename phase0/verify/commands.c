@@ -249,6 +249,10 @@ static int gather_prompts(const char *prog, const prompt_opts *po, const gm_mode
             st->code = GM_EUSAGE; /* a prompts file that cannot be read is bad input, not a file system error */
         else if (!po->file && !po->text && !(text = canonical(style)))
             gm_fail(st, GM_EUSAGE, "%s: no such canonical prompts", style);
+        struct stat tsb;
+        if (!st->code && stat(tpath, &tsb) != 0) /* what to do instead, as phase0's gate 2 says */
+            gm_fail(st, GM_EUSAGE, "%s: not there: the prompts need the model's tokenizer.json; put it in the weights "
+                    "folder (gen-model download fetches it), or give --tokens IDS", tpath);
         if (!st->code && gm_tokenizer_load(&tok, tpath, st) == 0) {
             if (po->text) {
                 if (!(in[0].text = strdup(po->text)))

@@ -765,7 +765,7 @@ int main(int argc, char **argv)
                                                : vf_verify_main(argc - 1, argv + 1, GM_PHASE0_MODELS, prompt_file);
     }
     run r = {0};
-    const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR;
+    const char *dump_dir = NULL, *models_dir = GM_PHASE0_MODELS_DIR, *tokens_arg = NULL;
     int json = 0, no_record = 0, instruct = 0, c;
     gm_status isa = {0};
     if (gm_kernels_check(&isa)) { /* before anything is allocated */
@@ -778,12 +778,7 @@ int main(int argc, char **argv)
         switch (c) {
         case 'w': r.weights = optarg; break;
         case 'p': r.prompt = optarg; break;
-        case 't':
-            if (vf_parse_ids(optarg, &r.tokens, &r.n_tokens)) {
-                fprintf(stderr, "phase0: --tokens: expected ids like 1,2,3, found '%s'\n", optarg);
-                return EXIT_USAGE;
-            }
-            break;
+        case 't': tokens_arg = optarg; break; /* read once every other check has passed: nothing to free before */
         case 'i': instruct = 1; break;
         case 'j': json = 1; break;
         case 'd': dump_dir = optarg; o->diagnosis = 1; break;
@@ -839,6 +834,10 @@ int main(int argc, char **argv)
     if (dump_dir && gm_check_output("--dump", dump_dir, 1, &st)) { /* before the work, not after it */
         fprintf(stderr, "phase0: %s\n", st.msg);
         return EXIT_USAGE; /* (as capture's and verify's outputs: a place given that cannot be written) */
+    }
+    if (tokens_arg && vf_parse_ids(tokens_arg, &r.tokens, &r.n_tokens)) {
+        fprintf(stderr, "phase0: --tokens: expected ids like 1,2,3, found '%s'\n", tokens_arg);
+        return EXIT_USAGE;
     }
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
     struct stat sb;

@@ -61,13 +61,11 @@ int vf_parse_ids(const char *list, int32_t **out, int *n)
 }
 
 
-/* arg as a whole number in [lo, hi], or one line naming the option and -1 */
+/* arg as a whole number in [lo, hi] (gm_cli_count), or one line naming the option and -1 */
 static int parse_count(const char *prog, const char *opt, const char *arg, int lo, int hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (!*arg || *end || errno || v < lo || v > hi || arg[0] == '+' || arg[0] == ' ') {
+    const long v = gm_cli_count(arg, lo, hi);
+    if (v < 0) {
         fprintf(stderr, "%s: %s: expected a whole number in [%d, %d], found '%s'\n", prog, opt, lo, hi, arg);
         return -1;
     }

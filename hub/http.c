@@ -313,6 +313,12 @@ static int fail(gm_xfer *x, gm_status *st)
     case CURLE_PARTIAL_FILE:
         return gm_fail(st, GM_ENET, "GET %s: the body was truncated after %d attempt%s (%s)", u, x->attempts,
                        x->attempts == 1 ? "" : "s", what);
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+        return gm_fail(st, GM_ENET, "GET %s: %s (after %d attempt%s); check the network and HF_ENDPOINT, or set "
+                       "HF_HUB_OFFLINE=1 to use what the cache holds", u, what, x->attempts,
+                       x->attempts == 1 ? "" : "s");
     default:
         return gm_fail(st, GM_ENET, "GET %s: %s (after %d attempt%s)", u, what, x->attempts,
                        x->attempts == 1 ? "" : "s");

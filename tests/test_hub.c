@@ -361,6 +361,8 @@ Test(hub, an_unreachable_hub_is_one_line_without_the_transfer_summary)
     cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
     cr_assert(strstr(err, "http://127.0.0.1:1/") && !strstr(err, " bytes in ") && tu_lines(err) == 1,
               "one line, not:\n%s", err);
+    cr_assert(strstr(err, "; check the network and HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use what the cache holds"),
+              "what to do next: %s", err);
     free(err);
     cr_assert_eq(gm(NULL, "download Qwen/Qwen2-0.5B", NULL, &err), 5, "%s", err);
     cr_assert(strstr(err, "http://127.0.0.1:1/") && !strstr(err, " bytes in ") && tu_lines(err) == 1,

@@ -11,21 +11,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int gm_open_regular(const char *path, struct stat *sb, gm_status *st)
+{
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO opens at once, to be refused below */
+    if (fd < 0 || fstat(fd, sb) != 0) {
+        gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb->st_mode)) {
+        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
+    } else {
+        return fd; /* (O_NONBLOCK changes nothing for a regular file's reads) */
+    }
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
 int gm_read_file(const char *path, size_t max, char **data, size_t *len,
                  gm_status *st)
 {
     *data = NULL;
     *len = 0;
     gm_status_clear(st);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO opens at once, to be refused below */
-    if (fd < 0)
-        return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
+    const int fd = gm_open_regular(path, &sb, st);
+    if (fd < 0)
+        return st->code;
     char *buf = NULL;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
-        goto out;
-    }
     if ((uint64_t)sb.st_size > max) {
         gm_fail(st, GM_EFORMAT, "%s: expected at most %zu bytes, found %lld", path, max,
                 (long long)sb.st_size);

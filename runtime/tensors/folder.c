@@ -171,10 +171,8 @@ static int map_file(st_file *f, const char *dir, gm_status *st)
 
     if ((f->path = join_path(dir, f->name)) == NULL)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", f->name);
-    if ((f->fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0 || fstat(f->fd, &sb) != 0)
-        return gm_fail(st, GM_EIO, "%s: cannot open: %s", f->path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) /* (a FIFO opens at once, non-blocking, and is refused here) */
-        return gm_fail(st, GM_EIO, "%s: expected a regular file", f->path);
+    if ((f->fd = gm_open_regular(f->path, &sb, st)) < 0)
+        return st->code;
     f->size = (size_t)sb.st_size;
     if (f->size > 0) {
         map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0);

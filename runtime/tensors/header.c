@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "gm/io.h"
 #include "gm/utf8.h"
 #include "st_internal.h"
 
@@ -460,13 +460,9 @@ int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_
     *bytes = NULL;
     *n_bytes = 0;
     gm_status_clear(st);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) /* a FIFO opens at once, to be refused */
-        return gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        gm_fail(st, GM_EIO, "%s: expected a regular file", path);
-        goto out;
-    }
+    if ((fd = gm_open_regular(path, &sb, st)) < 0)
+        return st->code;
     if (read_full(fd, prefix, sizeof prefix, &got) != 0) {
         gm_fail(st, GM_EIO, "%s: read failed: %s", path, strerror(errno));
         goto out;

@@ -8,6 +8,7 @@
 #define GM_IO_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "gm/status.h"
 
@@ -17,6 +18,14 @@
 ** file (GM_EIO), is larger than max (GM_EFORMAT, naming both sizes).
 */
 int gm_read_file(const char *path, size_t max, char **data, size_t *len, gm_status *st);
+
+/*
+** Open path for reading, only if it is a regular file (a FIFO or a device in
+** its place is refused at once, never waited on): its descriptor, with *sb
+** its fstat, or -1 with GM_EIO in st ("cannot open", "expected a regular
+** file", naming path). The readers of whole files, headers and shards share it.
+*/
+int gm_open_regular(const char *path, struct stat *sb, gm_status *st);
 
 /*
 ** Write data to path via a temporary of this process's own in the same folder

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "gm/cli.h"
+#include "gm/io.h"
 #include "gm/kernels.h"
 #include "gm/lock.h"
 #include "gm/status.h"
@@ -95,42 +96,6 @@ static const char download_usage[] =
     "4 file system error; 5 network or Hub error; 130 interrupted (the partial file kept)\n";
 
 /*
-** --out names a folder, made when missing: an empty one, or a path of which a part that exists
-** is not a folder, is a usage error naming --out, said before anything is fetched or generated.
-*/
-static int out_dir_usable(const char *out_dir)
-{
-    char path[PATH_MAX];
-    struct stat sb;
-    if (!*out_dir) {
-        fprintf(stderr, "gen-model: --out: expected a folder (made when missing), found an empty string\n");
-        return 0;
-    }
-    if (snprintf(path, sizeof path, "%s", out_dir) >= (int)sizeof path) {
-        fprintf(stderr, "gen-model: --out %.80s...: expected a path of fewer than %d bytes\n", out_dir, PATH_MAX);
-        return 0;
-    }
-    for (char *p = path + 1;; p++) {
-        const char c = *p;
-        if (c != '/' && c != '\0')
-            continue;
-        *p = '\0';
-        if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-            if (c == '\0')
-                fprintf(stderr, "gen-model: --out %s: expected a folder (made when missing), found a file; "
-                        "name a folder\n", out_dir);
-            else
-                fprintf(stderr, "gen-model: --out %s: expected a folder (made when missing), found a file at %s; "
-                        "name a folder\n", out_dir, path);
-            return 0;
-        }
-        if (c == '\0')
-            return 1;
-        *p = c;
-    }
-}
-
-/*
 ** An interrupted run (SIGINT, SIGTERM, SIGHUP): one line saying what was left, exit 130. Only
 ** what the next run resumes is left: a partial download stays in its .incomplete, models/ as it was.
 */
@@ -208,8 +173,11 @@ int main(int argc, char **argv)
                 is_download ? "ORG/NAME" : "SOURCE", argc - optind, is_download ? " download" : "");
         return GM_EXIT_USAGE;
     }
-    if (!is_download && !out_dir_usable(out_dir))
+    gm_status ost = {0};
+    if (!is_download && gm_check_output("--out", out_dir, 1, &ost)) { /* a folder made when missing, said up front */
+        fprintf(stderr, "gen-model: %s\n", ost.msg);
         return GM_EXIT_USAGE;
+    }
     if (opt.name && !gm_model_id_valid(opt.name)) {
         fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_' "
                 "(not gm, st or bf16), found '%s'\n", opt.name);

@@ -761,7 +761,9 @@ Test(generator, out_naming_a_file_is_one_line_saying_it_is_not_a_folder)
     char file[4400], cmd[9000], *err = NULL;
     snprintf(file, sizeof file, "%s/afile", work);
     tu_write(file, "x", 1);
-    const char *outs[][2] = {{"", "found a file; name a folder"}, {"/g1", "found a file at "}};
+    char through[4500];
+    snprintf(through, sizeof through, "--out %s/g1: %s is a file, expected a folder", file, file);
+    const char *outs[][2] = {{"", "expected a folder, found a file"}, {"/g1", through}};
     for (size_t i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd, "'%s' '%s/Qwen/Qwen2-0.5B' --out '%s%s'", GM_GEN_MODEL, HUB, file, outs[i][0]);
         cr_expect_eq(tu_run(cmd, NULL, &err), 2, "--out %s%s: %s", file, outs[i][0], err);

@@ -81,8 +81,7 @@ static const char usage[] =
     "  --list          the model ids built in, one a line\n"
     "\n"
     "environment: GM_ISA=amx|avx512-bf16|avx512|avx2|portable runs that kernel tier instead of the widest\n"
-    "this CPU has"
-    " (the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT at most this many\n"
+    "this CPU has (the report names the tier that ran); GM_THREADS as --threads; GM_LOCK_TIMEOUT at most this many\n"
     "seconds to wait for models/<ID>/ while another run writes it (default: as long as it does)\n"
     "\n"
     "exit status: 0 all gates pass; 1 a gate failed; 2 usage; 4 file system error\n";

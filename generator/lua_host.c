@@ -146,9 +146,13 @@ static void push_snapshot(lua_State *L, const call *c)
     }
     lua_pushlstring(L, s->config, s->config_len);
     lua_setfield(L, -2, "config");
+    lua_pushstring(L, s->config_path ? s->config_path : "config.json");
+    lua_setfield(L, -2, "config_path");
     if (s->index) {
         lua_pushlstring(L, s->index, s->index_len);
         lua_setfield(L, -2, "index");
+        lua_pushstring(L, s->index_path ? s->index_path : "model.safetensors.index.json");
+        lua_setfield(L, -2, "index_path");
     }
     lua_createtable(L, (int)s->n_shards, 0);
     for (size_t i = 0; i < s->n_shards; i++) {
@@ -156,9 +160,11 @@ static void push_snapshot(lua_State *L, const call *c)
         st_header h;
         if (st_header_parse(&h, sh->header, sh->header_len, sh->file_size, sh->file, c->st))
             luaL_error(L, "%s", c->st->msg); /* validated when read: not expected */
-        lua_createtable(L, 0, 2);
+        lua_createtable(L, 0, 3);
         lua_pushstring(L, sh->file);
         lua_setfield(L, -2, "file");
+        lua_pushstring(L, sh->path ? sh->path : sh->file);
+        lua_setfield(L, -2, "path");
         lua_createtable(L, (int)h.n_tensors, 0);
         for (size_t k = 0; k < h.n_tensors; k++) {
             const st_tensor *t = &h.tensors[k];

@@ -386,7 +386,13 @@ int gm_regen_main(int argc, char **argv)
     for (size_t i = 0; i < ids.n && !gm_interrupted(); i++) {
         gm_status one = {0};
         if (regen_one(&r, ids.v[i], &one)) {
-            fprintf(stderr, "gen-model: %s/%s: %s\n", r.models, ids.v[i], one.msg);
+            /* named by the model folder, unless the message starts with a path in it already */
+            char folder[4096];
+            const int n = snprintf(folder, sizeof folder, "%s/%s/", r.models, ids.v[i]);
+            if (n > 0 && (size_t)n < sizeof folder && !strncmp(one.msg, folder, (size_t)n))
+                fprintf(stderr, "gen-model: %s\n", one.msg);
+            else
+                fprintf(stderr, "gen-model: %s/%s: %s\n", r.models, ids.v[i], one.msg);
             if (!r.first_error)
                 r.first_error = gm_exit_code(one.code);
         }

@@ -256,11 +256,13 @@ static int read_shard(gm_shard *sh, const char *dir, const char *heads, const ch
     }
     if (st->code)
         return st->code;
+    if (!(sh->path = strdup(path)))
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
     if (st_read_header_bytes(path, &sh->header, &sh->header_len, st))
         return st->code;
     /* validated here once so every later step can trust it */
     st_header h;
-    if (st_header_parse(&h, sh->header, sh->header_len, sh->file_size, file, st))
+    if (st_header_parse(&h, sh->header, sh->header_len, sh->file_size, path, st))
         return st->code;
     st_header_free(&h);
     return 0;
@@ -281,6 +283,10 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
     if (input_path(path, sizeof path, dir, "config.json", st) ||
         gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
         goto fail;
+    if (!(s->config_path = strdup(path))) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
 
     if (repo_override) {
         if (!gm_repo_id_valid(repo_override)) {
@@ -340,8 +346,13 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads,
                 "model.q4nx), found none", dir);
         goto fail;
     }
-    if (gm_read_file(path, MAX_JSON_FILE, &s->index, &s->index_len, st) ||
-        st_index_shards(s->index, s->index_len, "model.safetensors.index.json", &names, &n_names, st))
+    if (gm_read_file(path, MAX_JSON_FILE, &s->index, &s->index_len, st))
+        goto fail;
+    if (!(s->index_path = strdup(path))) {
+        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    if (st_index_shards(s->index, s->index_len, path, &names, &n_names, st))
         goto fail;
     s->shards = calloc(n_names ? n_names : 1, sizeof *s->shards);
     if (!s->shards) {
@@ -437,9 +448,12 @@ void gm_snapshot_free(gm_snapshot *s)
     free(s->commit);
     free(s->name);
     free(s->config);
+    free(s->config_path);
     free(s->index);
+    free(s->index_path);
     for (size_t i = 0; i < s->n_shards; i++) {
         free(s->shards[i].file);
+        free(s->shards[i].path);
         free(s->shards[i].header);
     }
     free(s->shards);

@@ -18,6 +18,7 @@ typedef struct gm_shard {
     uint8_t *header;  /* the file's first 8 + N bytes */
     size_t header_len;
     uint64_t file_size; /* the whole file's size when known, else 0 */
+    char *path;         /* the file its header was read from (the shard, or its .head), for messages; or NULL */
 } gm_shard;
 
 typedef struct gm_snapshot {
@@ -25,9 +26,11 @@ typedef struct gm_snapshot {
     char *commit;       /* 40 hex digits, or NULL for a local folder without one */
     char *name;         /* the model id chosen with --name, or NULL: the one derived from repo */
     char *config;       /* config.json bytes, NUL-terminated */
+    char *config_path;  /* the file they were read from, for messages; or NULL */
     size_t config_len;
     char *index;        /* model.safetensors.index.json bytes, or NULL */
     size_t index_len;
+    char *index_path;   /* the file they were read from, for messages; or NULL */
     gm_shard *shards;   /* sorted by file name */
     size_t n_shards;
     int hf_cache;       /* the folder is a Hugging Face cache snapshot: repo and commit came from its path */

@@ -55,6 +55,15 @@ static void assert_refused(int rc, int want_rc, const char *err, const char *wan
     cr_assert(!tu_exists(out_dir), "%s was created", out_dir);
 }
 
+/* want as the line begins when it starts with '@': "gen-model: " and the source folder in its place */
+static const char *at_dir(const char *dir, const char *want, char *buf, size_t size)
+{
+    if (want[0] != '@')
+        return want;
+    snprintf(buf, size, "gen-model: %s/%s", dir, want + 1);
+    return buf;
+}
+
 TestSuite(generator, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---------------------------------------------------------------------- */
@@ -144,21 +153,21 @@ static void edit_config(const char *dir, const char *from, const char *to)
 typedef struct { const char *from, *to; int rc; const char *want; } config_case;
 
 static const config_case config_cases[] = {
-    {"\"hidden_size\": 896,", "\"hidden_size\": 896.0,", 1, "config.json: hidden_size must be an integer, found 896.0"},
-    {"\"hidden_size\": 896,", "\"hidden_size\": \"896\",", 1, "config.json: hidden_size must be an integer, found a string"},
-    {"\"num_hidden_layers\": 24,", "", 1, "config.json: required key 'num_hidden_layers' is missing"},
+    {"\"hidden_size\": 896,", "\"hidden_size\": 896.0,", 1, "@config.json: hidden_size must be an integer, found 896.0"},
+    {"\"hidden_size\": 896,", "\"hidden_size\": \"896\",", 1, "@config.json: hidden_size must be an integer, found a string"},
+    {"\"num_hidden_layers\": 24,", "", 1, "@config.json: required key 'num_hidden_layers' is missing"},
     {"\"rope_theta\": 1000000.0,", "\"rope_theta\": 1000000.0, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0},", 3,
      "Qwen/Qwen2-0.5B: rope_scaling type 'yarn' is not supported (config.json: rope_scaling; supported: llama3)"},
     {"\"use_sliding_window\": false,", "\"use_sliding_window\": true,", 3,
      "sliding-window attention is out of scope (config.json: sliding_window = 131072)"},
     {"\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],", "\"architectures\": \"Qwen2ForCausalLM\",", 1,
-     "config.json: architectures must be a non-empty list of strings"},
+     "@config.json: architectures must be a non-empty list of strings"},
     {"Qwen2ForCausalLM", "GPT2LMHeadModel", 3, "architecture 'GPT2LMHeadModel' is not supported"},
     {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": 1,", 1, "tie_word_embeddings must be true or false"},
     {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,", 1,
      "num_attention_heads 14 is not a multiple of num_key_value_heads 3"},
-    {"{", "{\"hidden_size\": 1,", 1, "config.json: duplicate key 'hidden_size'"},
-    {"\"vocab_size\": 151936", "\"vocab_size\": 151936,", 1, "config.json: "},
+    {"{", "{\"hidden_size\": 1,", 1, "@config.json: duplicate key 'hidden_size'"},
+    {"\"vocab_size\": 151936", "\"vocab_size\": 151936,", 1, "@config.json: expected a string key in an object at line 27, column 1"},
     /* Python's json writes NaN and Infinity: read as numbers, refused where a field must be finite */
     {"\"rope_theta\": 1000000.0,", "\"rope_theta\": Infinity,", 1, "rope_theta must be a finite fp32 value, found Infinity"},
     {"\"rms_norm_eps\": 1e-06,", "\"rms_norm_eps\": NaN,", 1, "rms_norm_eps must be a finite fp32 value, found NaN"},
@@ -176,7 +185,8 @@ Test(generator, config_errors_name_the_key_and_write_nothing)
         char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
         edit_config(dir, c->from, c->to);
         int rc = gen(dir, NULL, NULL, &err);
-        assert_refused(rc, c->rc, err, c->want);
+        char want[8192];
+        assert_refused(rc, c->rc, err, at_dir(dir, c->want, want, sizeof want));
         free(err);
         char cmd[4300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -263,8 +273,8 @@ typedef struct { void (*edit)(cJSON *); int rc; const char *want; } tensor_case;
 
 static const tensor_case tensor_cases[] = {
     {rename_up_proj, 1, "tensor 'model.layers.3.mlp.up_proj.weight' is missing"},
-    {reshape_q_proj, 1, "model.safetensors: tensor 'model.layers.0.self_attn.q_proj.weight' has shape [448, 1792], expected [896, 896]"},
-    {retype_k_norm_to_i16, 1, "model.safetensors: tensor 'model.layers.5.self_attn.k_proj.bias' has dtype I16, expected BF16, F16 or F32"},
+    {reshape_q_proj, 1, "@model.safetensors.head: tensor 'model.layers.0.self_attn.q_proj.weight' has shape [448, 1792], expected [896, 896]"},
+    {retype_k_norm_to_i16, 1, "@model.safetensors.head: tensor 'model.layers.5.self_attn.k_proj.bias' has dtype I16, expected BF16, F16 or F32"},
     {add_extra_tensor, 1, "unexpected tensor 'model.layers.0.mlp.extra.weight'"},
 };
 
@@ -274,7 +284,8 @@ Test(generator, tensor_errors_name_file_tensor_expected_and_found)
         char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
         edit_header(dir, tensor_cases[i].edit);
         int rc = gen(dir, NULL, NULL, &err);
-        assert_refused(rc, tensor_cases[i].rc, err, tensor_cases[i].want);
+        char want[8192];
+        assert_refused(rc, tensor_cases[i].rc, err, at_dir(dir, tensor_cases[i].want, want, sizeof want));
         free(err);
         char cmd[4300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -293,7 +304,8 @@ Test(generator, a_corrupt_header_is_one_line_naming_the_file)
     memcpy(bytes + 8 + 100, "\"}{", 3); /* break the JSON */
     tu_write(path, bytes, len);
     int rc = gen(dir, NULL, NULL, &err);
-    assert_refused(rc, 1, err, "model.safetensors");
+    char want[8192];
+    assert_refused(rc, 1, err, at_dir(dir, "@model.safetensors.head: ", want, sizeof want));
     free(bytes);
     free(err);
     free(dir);

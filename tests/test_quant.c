@@ -243,19 +243,19 @@ static void broken(const char *src, const char *dst, const char *mode, const cha
 Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeout = 60)
 {
     static const struct { const char *mode, *src; int status; const char *line; } cases[] = {
-        {"missing-scales", "awq_llama3", 1, "gen-model: model.safetensors: tensor 'model.layers.0.self_attn.q_proj.scales' "
+        {"missing-scales", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.scales' "
          "is missing (AWQ: scales, a row a group of inputs, F16 or BF16 [3, 96]; config.json's quantization_config says "
          "awq)\n"},
-        {"wrong-group", "awq_llama3", 1, "gen-model: model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qzeros' has "
+        {"wrong-group", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qzeros' has "
          "shape [3, 12], expected [6, 12] (AWQ: 4-bit zero points, a row a group of inputs, packed as qweight, with group "
          "size 16)\n"},
-        {"off-by-one", "awq_llama3", 1, "gen-model: model.safetensors: tensor 'model.layers.1.self_attn.k_proj.qweight' has "
+        {"off-by-one", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.1.self_attn.k_proj.qweight' has "
          "shape [97, 12], expected [96, 12] (AWQ: "},
         {"unknown-method", "gptq_llama", 3, "quantization method 'bitsandbytes' is not supported (config.json: "
          "quantization_config.quant_method; supported: awq, gptq, fp8, and mlir-air's Q4NX bundle (model.q4nx))\n"},
         {"no-config", "fp8_qwen3", 1, "(F8_E4M3) is a quantized checkpoint's, but config.json has no quantization_config "
          "(supported: awq, gptq, fp8, and mlir-air's Q4NX bundle (model.q4nx))\n"},
-        {"config-over-bf16", "awq_llama3", 1, "gen-model: model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qweight' "
+        {"config-over-bf16", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qweight' "
          "is missing (AWQ: 4-bit weights, eight a word along the outputs in AWQ's order 0 2 4 6 1 3 5 7, I32 [96, 12]; "
          "config.json's quantization_config says awq); the file holds 'model.layers.0.self_attn.q_proj.weight' (BF16 "
          "[96, 96]) instead\n"},
@@ -271,7 +271,9 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
         snprintf(cmd, sizeof cmd, "'%s' '%s' --out '%s'", GM_GEN_MODEL, src, out_dir);
         const int rc = run(cmd, &out, &err);
         cr_expect_eq(rc, cases[i].status, "%s: exit %d: %s", cases[i].mode, rc, err);
-        cr_expect(strstr(err, cases[i].line) && tu_lines(err) == 1, "%s: %s", cases[i].mode, err);
+        char line[8192]; /* the file named by its path, in the source folder */
+        snprintf(line, sizeof line, cases[i].line, src);
+        cr_expect(strstr(err, line) && tu_lines(err) == 1, "%s: %s", cases[i].mode, err);
         char *after = tu_tree_hash(out_dir);
         cr_expect_str_eq(after, before, "%s: something was written", cases[i].mode);
         free(before), free(after), free(out), free(err);

@@ -169,8 +169,9 @@ local function rope_scaling(v, what, file, repo)
     fail("%s: %s.rope_type must be a string, found %s", file, what, describe(kind))
   end
   if kind ~= "llama3" then
-    E.raise("unsupported", "%s: %s type '%s' is not supported (%s: %s; supported: llama3)", repo, what,
-      (kind:sub(1, 40):gsub("[^%w_.-]", "?")), file, what)
+    -- a refusal names the model, and the key by the file's own name, as families.lua's do
+    E.raise("unsupported", "%s: %s type '%s' is not supported (config.json: %s; supported: llama3)", repo, what,
+      (kind:sub(1, 40):gsub("[^%w_.-]", "?")), what)
   end
   local s = { type = "llama3" }
   for _, k in ipairs({ "factor", "low_freq_factor", "high_freq_factor" }) do
@@ -220,7 +221,7 @@ local readers = {
     return v
   end,
   rope_scaling = rope_scaling,
-  quant = function(v, _, _, repo) return (require("quant").read_config(v, repo)) end,
+  quant = function(v, _, file, repo) return (require("quant").read_config(v, repo, file)) end,
 }
 
 -- Extract the Config from a decoded config.json. `file` names it in errors.

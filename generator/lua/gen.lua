@@ -6,7 +6,9 @@
 --   repo     "Qwen/Qwen2-1.5B"          commit  40 hex digits, or nil
 --   name     the id to use instead of the one derived from repo, or nil
 --   config   config.json text           index   model.safetensors.index.json text, or nil
---   shards   { {file = "model.safetensors", tensors = { {name, dtype, shape = {...}}, ... }}, ... }
+--   config_path, index_path   the files those were read from, as messages name them
+--   shards   { {file = "model.safetensors", path = where its header was read from,
+--              tensors = { {name, dtype, shape = {...}}, ... }}, ... }
 --            each shard's header, already validated by the runtime's safetensors reader
 -- templates: { ["weights.h"] = text, ... } from templates/*.tmpl
 --
@@ -48,11 +50,11 @@ end
 
 -- Phase 0's scope check: which family, or a refusal naming the model, the
 -- reason and the config field that showed it.
-local function gate(cfg, repo)
+local function gate(cfg, repo, file)
   local archs = cfg.architectures
-  if archs == nil then E.raise("format", "config.json: required key 'architectures' is missing") end
+  if archs == nil then E.raise("format", "%s: required key 'architectures' is missing", file) end
   if not is_array(archs) or archs.n == 0 or type(archs[1]) ~= "string" then
-    E.raise("format", "config.json: architectures must be a non-empty list of strings, found %s",
+    E.raise("format", "%s: architectures must be a non-empty list of strings, found %s", file,
       config.describe(archs))
   end
   local arch = archs[1]
@@ -85,22 +87,21 @@ local function eval_shape(exprs, cfg)
   return out
 end
 
--- name -> {file, dtype, shape} over every shard, checked against the index.
+-- name -> {file, path, dtype, shape} over every shard, checked against the index.
 local function tensor_table(snap, index)
   local where = {}
   for _, shard in ipairs(snap.shards) do
     for _, t in ipairs(shard.tensors) do
       if where[t.name] then
-        E.raise("format", "%s: tensor '%s' also appears in %s", shard.file, t.name, where[t.name].file)
+        E.raise("format", "%s: tensor '%s' also appears in %s", shard.path, t.name, where[t.name].path)
       end
-      where[t.name] = { file = shard.file, dtype = t.dtype, shape = t.shape }
+      where[t.name] = { file = shard.file, path = shard.path, dtype = t.dtype, shape = t.shape }
     end
   end
   if index then
     local map = index.weight_map
     if not is_object(map) then
-      E.raise("format", "model.safetensors.index.json: weight_map must be an object, found %s",
-        config.describe(map))
+      E.raise("format", "%s: weight_map must be an object, found %s", snap.index_path, config.describe(map))
     end
     local names = {}
     for name in pairs(map) do names[#names + 1] = name end
@@ -108,16 +109,16 @@ local function tensor_table(snap, index)
     for _, name in ipairs(names) do
       local t = where[name]
       if not t then
-        E.raise("missing", "model.safetensors.index.json: tensor '%s' is mapped to %s but absent from its header",
-          name, tostring(map[name]))
+        E.raise("missing", "%s: tensor '%s' is mapped to %s but absent from its header",
+          snap.index_path, name, tostring(map[name]))
       elseif t.file ~= map[name] then
-        E.raise("format", "model.safetensors.index.json: tensor '%s' is mapped to %s but found in %s",
-          name, tostring(map[name]), t.file)
+        E.raise("format", "%s: tensor '%s' is mapped to %s but found in %s",
+          snap.index_path, name, tostring(map[name]), t.file)
       end
     end
     for name, t in pairs(where) do
       if map[name] == nil then
-        E.raise("format", "%s: tensor '%s' is not in model.safetensors.index.json weight_map", t.file, name)
+        E.raise("format", "%s: tensor '%s' is not in %s weight_map", t.path, name, snap.index_path)
       end
     end
   end
@@ -133,15 +134,15 @@ local function expect(spec, hf, where, listing, cfg, consumed)
   end
   consumed[hf] = true
   if #t.shape ~= #shape then
-    E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.file, hf, shape_str(t.shape), shape_str(shape))
+    E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.path, hf, shape_str(t.shape), shape_str(shape))
   end
   for i = 1, #shape do
     if t.shape[i] ~= shape[i] then
-      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.file, hf, shape_str(t.shape), shape_str(shape))
+      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.path, hf, shape_str(t.shape), shape_str(shape))
     end
   end
   if not FLOAT_DTYPES[t.dtype] then
-    E.raise("dtype", "%s: tensor '%s' has dtype %s, expected BF16, F16 or F32", t.file, hf, t.dtype)
+    E.raise("dtype", "%s: tensor '%s' has dtype %s, expected BF16, F16 or F32", t.path, hf, t.dtype)
   end
   return shape
 end
@@ -196,7 +197,7 @@ local function check_tensors(family, cfg, where, listing)
   if #extra > 0 then
     table.sort(extra)
     E.raise("format", "%s: unexpected tensor '%s' in %s (%d tensor%s nothing consumes)", cfg._source,
-      extra[1], where[extra[1]].file, #extra, #extra == 1 and "" or "s")
+      extra[1], where[extra[1]].path, #extra, #extra == 1 and "" or "s")
   end
   return parts
 end
@@ -208,15 +209,15 @@ local function quant_of_files(cfg, snap, where)
   local fmt = #snap.shards == 1 and quant.format_of_file(snap.shards[1].file)
   if fmt then
     if cfg.quant.method ~= "none" then
-      E.raise("format", "config.json: quantization_config says %s, but the weights are %s's bundle %s",
-        cfg.quant.method, fmt.title, fmt.file)
+      E.raise("format", "%s: quantization_config says %s, but the weights are %s's bundle %s",
+        cfg._file, cfg.quant.method, fmt.title, fmt.file)
     end
     cfg.quant = quant.file_config(fmt)
   elseif cfg.quant.method == "none" then
     local name = quant.first_quantized(where)
     if name then
       E.raise("format", "%s: tensor '%s' (%s) is a quantized checkpoint's, but config.json has no "
-        .. "quantization_config (supported: %s)", where[name].file, name, where[name].dtype, quant.supported())
+        .. "quantization_config (supported: %s)", where[name].path, name, where[name].dtype, quant.supported())
     end
   end
 end
@@ -385,27 +386,28 @@ end
 -- The checks config.json alone decides: scope, then the Config. Run before
 -- any safetensors header is read or fetched.
 function M.check_config(snap)
-  local cfg_json = decode(snap.config, "config.json")
-  local arch, family = gate(cfg_json, snap.repo)
-  local cfg = config.extract(cfg_json, "config.json", snap.repo)
+  local file = snap.config_path
+  local cfg_json = decode(snap.config, file)
+  local arch, family = gate(cfg_json, snap.repo, file)
+  local cfg = config.extract(cfg_json, file, snap.repo)
   if not cfg.quant then cfg.quant = quant.none end -- no quantization_config
   for _, k in ipairs(families.implied) do
     cfg[k] = family.implies[k]
     assert(type(cfg[k]) == "boolean", "families.lua: " .. arch .. " does not say whether it implies " .. k)
   end
-  cfg._source = snap.repo
+  cfg._source, cfg._file = snap.repo, file
   return arch, family, cfg
 end
 
 function M.generate(snap, templates)
   local repo = snap.repo
   local arch, family, cfg = M.check_config(snap)
-  local index = snap.index and decode(snap.index, "model.safetensors.index.json") or nil
+  local index = snap.index and decode(snap.index, snap.index_path) or nil
 
   local where = tensor_table(snap, index)
   quant_of_files(cfg, snap, where)
   local parts = check_tensors(family, cfg, where,
-    index and "model.safetensors.index.json" or snap.shards[1] and snap.shards[1].file or "model.safetensors")
+    index and snap.index_path or snap.shards[1] and snap.shards[1].path or "model.safetensors")
 
   local id = snap.name or M.model_id(repo)
   local view = {

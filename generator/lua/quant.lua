@@ -189,10 +189,10 @@ local function quoted(v)
 end
 
 -- One quantization_config field by its rule; its value (the default when absent).
-local function read_field(fmt, f, q, repo)
+local function read_field(fmt, f, q, repo, file)
   local v, what = q[f.key], "quantization_config." .. f.key
   if v == nil or v == json.null then
-    if f.default == nil then E.raise("missing", "config.json: required key '%s' is missing (%s)", what, fmt.title) end
+    if f.default == nil then E.raise("missing", "%s: required key '%s' is missing (%s)", file, what, fmt.title) end
     return f.default
   end
   local function int(x) return math.type(x) == "integer" and x <= INT_MAX end
@@ -203,12 +203,12 @@ local function read_field(fmt, f, q, repo)
   if not ok then
     local want = ({ int = "an integer of at most 2147483647", bool = "true or false", string = "a string",
       pair = "a list of two positive integers", modules = "a list of module names or null" })[f.type]
-    E.raise("format", "config.json: %s must be %s, found %s", what, want, shown(v))
+    E.raise("format", "%s: %s must be %s, found %s", file, what, want, shown(v))
   end
   if f.type == "modules" then
     for i = 1, v.n do
       if type(v[i]) ~= "string" then
-        E.raise("format", "config.json: %s[%d] must be a string, found %s", what, i - 1, shown(v[i]))
+        E.raise("format", "%s: %s[%d] must be a string, found %s", file, what, i - 1, shown(v[i]))
       end
     end
   end
@@ -224,23 +224,24 @@ local function read_field(fmt, f, q, repo)
     end
   end
   local why = f.check and f.check(v)
-  if why then E.raise("format", "config.json: %s %s, found %s", what, why, shown(v)) end
+  if why then E.raise("format", "%s: %s %s, found %s", file, what, why, shown(v)) end
   return v
 end
 
 -- The Config's quant from config.json's quantization_config (nil or absent: not quantized),
 -- and the format; refused in one line when gen-model does not read it.
-function M.read_config(v, repo)
+function M.read_config(v, repo, file)
+  file = file or "config.json"
   if v == nil or v == json.null then return M.none, nil end
   if not is_object(v) then
-    E.raise("format", "config.json: quantization_config must be an object, found %s", shown(v))
+    E.raise("format", "%s: quantization_config must be an object, found %s", file, shown(v))
   end
   local method = v.quant_method
   if method == nil or method == json.null then
-    E.raise("missing", "config.json: required key 'quantization_config.quant_method' is missing")
+    E.raise("missing", "%s: required key 'quantization_config.quant_method' is missing", file)
   end
   if type(method) ~= "string" then
-    E.raise("format", "config.json: quantization_config.quant_method must be a string, found %s", shown(method))
+    E.raise("format", "%s: quantization_config.quant_method must be a string, found %s", file, shown(method))
   end
   local fmt = M.by_method[method:lower()]
   if not fmt then
@@ -253,7 +254,7 @@ function M.read_config(v, repo)
   for k, x in pairs(fmt.implied or {}) do q[k] = x end
   local not_convert = {}
   for _, f in ipairs(fmt.fields) do
-    local x = read_field(fmt, f, v, repo)
+    local x = read_field(fmt, f, v, repo, file)
     if f.key == "checkpoint_format" then
       q.gptq_v2 = x == "gptq_v2"
     elseif f.type == "pair" then
@@ -371,14 +372,14 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
     local same = #t.shape == #shape
     for j = 1, #shape do same = same and t.shape[j] == shape[j] end
     if not same then
-      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s (%s: %s, with group size %d)", t.file, name,
+      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s (%s: %s, with group size %d)", t.path, name,
         shape_str(t.shape), shape_str(shape), fmt.title, p.doc, env.group)
     end
     local known = false
     for _, d in ipairs(p.dtypes) do known = known or t.dtype == d end
     local before = first and first[#views + 1]
     if not known or (before and before.dtype ~= t.dtype) then
-      E.raise("dtype", "%s: tensor '%s' has dtype %s, expected %s (%s: %s)", t.file, name, t.dtype,
+      E.raise("dtype", "%s: tensor '%s' has dtype %s, expected %s (%s: %s)", t.path, name, t.dtype,
         before and before.dtype or table.concat(p.dtypes, " or "), fmt.title, p.doc)
     end
     local snames = {}

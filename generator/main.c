@@ -140,6 +140,9 @@ int main(int argc, char **argv)
         {"templates", required_argument, 0, 'T'},
         {"verbose", no_argument, 0, 'v'},     {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},     {0, 0, 0, 0}};
+    /* download writes only the cache: the scaffold's options are not its own, and are refused */
+    static const struct option download_opts[] = {
+        {"revision", required_argument, 0, 'R'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *out_dir = "models", *repo = NULL, *revision = "main";
     gm_gen_options opt = {0};
     if (argc > 1 && strcmp(argv[1], "tokenize") == 0)
@@ -153,7 +156,8 @@ int main(int argc, char **argv)
         argv++;
         argc--;
     }
-    while ((c = getopt_long(argc, argv, ":o:n:r:R:vhV", longopts, NULL)) != -1) {
+    while ((c = is_download ? getopt_long(argc, argv, ":R:h", download_opts, NULL)
+                            : getopt_long(argc, argv, ":o:n:r:R:vhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'n': opt.name = optarg; break;

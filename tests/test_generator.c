@@ -755,6 +755,10 @@ Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
                             {"tokenize --bogus a.json", "unknown option '--bogus'; see gen-model tokenize --help"},
                             {"download", "expected one ORG/NAME, found 0; see gen-model download --help"},
                             {"download --bogus a/b", "unknown option '--bogus'; see gen-model download --help"},
+                            /* the scaffold's options are not download's: refused, not ignored */
+                            {"download --out x a/b", "unknown option '--out'; see gen-model download --help"},
+                            {"download -n x a/b", "unknown option '-n'; see gen-model download --help"},
+                            {"download --templates t a/b", "unknown option '--templates'; see gen-model download --help"},
                             {"regen --bogus", "unknown option '--bogus'; see gen-model regen --help"},
                             {"preview", "see gen-model preview --help"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

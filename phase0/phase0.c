@@ -36,6 +36,7 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
+#include "config_check.h"
 #include "prompt_file.h"
 #include "record.h"
 #include "verify.h"
@@ -193,58 +194,22 @@ static const char *prompt_file(const char *which)
 /* ---------------------------------------------------------------------- */
 /* the gates */
 
-/* Is dir/file there? */
-static int has_file(const char *dir, const char *file)
-{
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    return stat(path, &sb) == 0;
-}
-
-/* A folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index (st_model_open's order). */
-static int is_q4nx_bundle(const char *dir)
-{
-    return !has_file(dir, "model.safetensors") && !has_file(dir, "model.safetensors.index.json") &&
-           has_file(dir, "model.q4nx");
-}
-
 static void gate_config(run *r, gate *g)
 {
-    char path[4096], arch[256], fields[400];
-    gm_config want, got;
+    char path[4096], diff[1024];
     gm_status st = {0};
-    char other[sizeof st.msg] = "";
     snprintf(path, sizeof path, "%s/config.json", r->weights);
-    if (gm_config_read(&want, path, &st)) {
+    if (p0_config_check(r->e, r->weights, diff, sizeof diff, &st)) {
         set(g, 0, "config.json missing or unreadable", "the weights folder; gen-model download", "%s", st.msg);
         return;
     }
-    r->e->config(&got);
-    /* qkv_bias and qk_norm come with the architecture: the entry's, which must be config.json's */
-    want.qkv_bias = r->e->qkv_bias;
-    want.qk_norm = r->e->qk_norm;
-    /* a Q4NX bundle says its quantization by its file, model.q4nx: config.json has no quantization_config */
-    if (want.quant.method == GM_QUANT_NONE && is_q4nx_bundle(r->weights))
-        want.quant = gm_quant_q4nx();
-    const int n = gm_config_diff(&got, &want, fields, sizeof fields);
-    if (gm_config_read_architecture(path, arch, sizeof arch, &st))
-        snprintf(other, sizeof other, "%s", st.msg);
-    else if (strcmp(arch, r->e->arch) != 0)
-        snprintf(other, sizeof other, "architecture (architectures[0]) is %s, config.json says %s", r->e->arch, arch);
-    if (n || other[0])
+    if (diff[0])
         set(g, 0, "an extraction error (head_dim defaulted wrongly, tie_word_embeddings missed), or weights of "
                   "another model or revision", "config.json itself (never assume a default); regenerate with "
-                  "gen-model from the repo these weights come from", "%s%s%s", other, other[0] && n ? "; " : "", fields);
+                  "gen-model from the repo these weights come from", "%s", diff);
     else
         set(g, 1, NULL, NULL, "every field of %s_config_default() and the architecture (%s) equal %s", r->e->id,
             r->e->arch, path);
-}
-
-/* Does the folder hold safetensors weights at all (as opposed to the wrong ones)? */
-static int has_weights(const char *dir)
-{
-    return has_file(dir, "model.safetensors") || has_file(dir, "model.safetensors.index.json") || is_q4nx_bundle(dir);
 }
 
 /* " and dtype; the projections dequantized to bf16 from their AWQ tensors", or "" for a float checkpoint. */
@@ -319,7 +284,7 @@ static void gate_weights(run *r, gate *g)
         r->e->config(&c);
         set(g, 1, NULL, NULL, "every tensor of %d layers loaded with its shape%s in %.2f s%s", c.n_layers,
             c.quant.method ? " and dtype" : "", r->load_seconds, dequantized(&c));
-    } else if (!has_weights(r->weights)) {
+    } else if (!p0_has_weights(r->weights)) {
         set(g, 0, "the weights are not there: a missing download, or a gated model without a token",
             "gen-model download <repo> (HF_TOKEN for gated models); the --weights folder", "%s", st.msg);
     } else {

@@ -1246,3 +1246,41 @@ Test(verify_rules, the_markdown_report_escapes_what_the_bundle_gives_it)
     free(page);
     tu_rmtree(dir);
 }
+
+/*
+** capture and verify --weights run gate 3 first: weights whose config.json is not the one the model was
+** generated from (another revision's rope_theta, another architecture) are one line naming the file and the
+** field, exit 2, and no reference is written.
+*/
+Test(verify, weights_of_another_config_are_refused_before_a_reference_is_made)
+{
+    static const struct { const char *edit, *field; } cases[] = {
+        {"c['rope_theta'] = 500000.0", "rope_base (rope_theta) is 10000, config.json says 500000"},
+        {"c['num_hidden_layers'] = 2", "num_hidden_layers"},
+        {"c['architectures'] = ['Qwen2ForCausalLM']", "config.json says Qwen2ForCausalLM"},
+    };
+    char *ref = capture("llama_untied", "ref", "--ops none --steps 2"), *toks = tg_tokens_arg("llama_untied");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char w[4400], cmd[16384], want[4600], out_dir[4400], *out = NULL, *err = NULL;
+        snprintf(w, sizeof w, "%s/w%zu", work, i);
+        snprintf(cmd, sizeof cmd, "cp -r '%s/golden/llama_untied' '%s' && chmod -R u+w '%s' && python3 -c \"import json; "
+                 "p='%s/config.json'; c=json.load(open(p)); %s; json.dump(c, open(p, 'w'))\"", GM_SHARED_DIR, w, w, w,
+                 cases[i].edit);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        snprintf(want, sizeof want, "%s/config.json: not the model llama_untied was generated from (", w);
+        snprintf(out_dir, sizeof out_dir, "%s/cap%zu", work, i);
+        snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s' %s --out '%s'", GM_PHASE0, w, toks, out_dir);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "capture, %s: %s%s", cases[i].edit, out, err);
+        cr_expect(strstr(err, want) && strstr(err, cases[i].field) && tu_lines(err) == 1, "capture, %s: %s",
+                  cases[i].edit, err);
+        cr_expect(!tu_exists(out_dir), "capture, %s: %s was written", cases[i].edit, out_dir);
+        free(out), free(err), out = err = NULL;
+        snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' '%s'", GM_PHASE0, w, ref);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "verify, %s: %s%s", cases[i].edit, out, err);
+        cr_expect(strstr(err, want) && strstr(err, cases[i].field) && tu_lines(err) == 1, "verify, %s: %s",
+                  cases[i].edit, err);
+        free(out), free(err);
+    }
+    free(toks);
+    free(ref);
+}

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "gm/io.h"
+#include "config_check.h"
 #include "gm/runner.h"
 
 /* The observer's state: which layers, where their ops go, the first error. */
@@ -122,6 +123,14 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     struct stat sb;
     if (stat(out, &sb) == 0)
         return gm_fail(st, GM_EUSAGE, "%s: already exists; remove it or choose another --out", out);
+    /* gate 3 first: the weights must be those of the model the entry was generated from */
+    char diff[1024];
+    if (p0_config_check(e, weights, diff, sizeof diff, st))
+        return st->code;
+    if (diff[0])
+        return gm_fail(st, GM_EFORMAT, "%s/config.json: not the model %s was generated from (%s): a reference from "
+                       "these weights would be another model's; use its own weights, or scaffold these with gen-model",
+                       weights, e->id, diff);
     void *w = calloc(1, e->weights_size);
     rt_layer *layers = calloc((size_t)e->n_layers, sizeof *layers);
     rt_session *s = NULL;

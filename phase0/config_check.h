@@ -1,0 +1,29 @@
+/*
+** Gate 3's comparison, which capture and `verify --weights` make too before
+** they compute a reference: the Config built into a model entry against the
+** config.json of the weights folder it is about to run on. A reference made
+** from weights of another model or revision would be wrong without a sign.
+*/
+#ifndef GM_PHASE0_CONFIG_CHECK_H
+#define GM_PHASE0_CONFIG_CHECK_H
+
+#include <stddef.h>
+
+#include "gm/registry.h"
+#include "gm/status.h"
+
+/* Is dir a folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index? */
+int p0_is_q4nx_bundle(const char *dir);
+
+/* Does dir hold weights at all (model.safetensors, an index or a Q4NX bundle), as opposed to the wrong ones? */
+int p0_has_weights(const char *dir);
+
+/*
+** e's Config and architecture against dir/config.json: 0 and diff "" when
+** every field and the architecture agree; 0 and diff naming each difference
+** (cut with "..." at size bytes) when they do not; st's code, and diff "",
+** when config.json cannot be read (st says why).
+*/
+int p0_config_check(const gm_model_entry *e, const char *dir, char *diff, size_t size, gm_status *st);
+
+#endif

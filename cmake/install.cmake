@@ -49,7 +49,7 @@ foreach(d core tensors kernels model runner tokenizer)
 endforeach()
 # phase0 for a downstream project's models: its source, and the headers it and libgm_phase0 use
 install(FILES ${CMAKE_SOURCE_DIR}/phase0/phase0.c DESTINATION ${CMAKE_INSTALL_DATADIR}/gen-model)
-install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/prompt_file.h
+install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/prompt_file.h ${CMAKE_SOURCE_DIR}/phase0/config_check.h
               ${CMAKE_SOURCE_DIR}/phase0/verify/verify.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
 install(EXPORT GenModelTargets NAMESPACE GenModel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 

@@ -873,6 +873,9 @@ Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
         {"[1, 2]", "expected a JSON object of prompts \"0\", \"1\", ..."},
         {"{\"0\": {\"chosen\": [1], \"topk\": [[1, 2, 3, 4, 384]]}}", "\"0\".topk[0][4]: expected a token id in [0, 384)"},
         {"{\"1\": {\"chosen\": [], \"topk\": []}}", "\"0\": missing (the reference's prompt 0 of 1"},
+        {"{\"0\": {\"chosen\": [1.5], \"topk\": [[1, 2, 3, 4, 5]]}}",
+         "\"0\".chosen[0]: expected a token id in [0, 384), found a number that is not a whole one"},
+        {"{\"0\": {\"chosen\": [7], \"topk\": [[7, 7, 7, 7, 7]]}}", "\"0\".topk[0]: expected 5 different ids, found 7 twice"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char path[4400], *err = NULL;
@@ -1282,5 +1285,81 @@ Test(verify, weights_of_another_config_are_refused_before_a_reference_is_made)
         free(out), free(err);
     }
     free(toks);
+    free(ref);
+}
+
+static const char ref_damage_py[] =
+    "import os, sys, glob, numpy as np\n"
+    "d, mode = sys.argv[1] + '/p000/', sys.argv[2]\n"
+    "def edit(f, fn):\n"
+    "    x = np.load(d + f); fn(x); np.save(d + f, x)\n"
+    "if mode == 'nan-layers': edit('layers.npy', lambda x: x.__setitem__((0, 1, 2), np.nan))\n"
+    "if mode == 'inf-norm': edit('final_norm.npy', lambda x: x.__setitem__((0, 3), np.inf))\n"
+    "if mode == 'nan-op': edit(os.path.relpath(sorted(glob.glob(d + 'ops/0/*.npy'))[0], d), lambda x: x.__setitem__((0, 0), np.nan))\n"
+    "if mode == 'nan-topk-logits': edit('topk_logits.npy', lambda x: x.__setitem__((2, 1), np.nan))\n"
+    "if mode == 'vocab-ids': edit('ids.npy', lambda x: x.__setitem__(4, 999))\n"
+    "if mode == 'vocab-tokens': edit('tokens.npy', lambda x: x.__setitem__(0, -1))\n"
+    "if mode == 'repeat-topk': edit('topk_ids.npy', lambda x: x.__setitem__((3, 2), x[3, 0]))\n"
+    "if mode == 'no-layers': os.remove(d + 'layers.npy')\n"
+    "if mode == 'no-norm': os.remove(d + 'final_norm.npy')\n";
+
+/*
+** The reference is the ground truth: a NaN or an infinity in it, an id outside the vocabulary, a top-k row that
+** repeats an id, or a file capture always writes gone is one line naming the file, exit 2, before any verdict; a
+** perfect candidate is never failed for it. The candidate's ids are held to the vocabulary and its rows to
+** different ids the same way (its NaNs are the lens's to count, and fail it).
+*/
+Test(verify, a_broken_reference_is_one_line_naming_the_file_not_a_verdict_on_the_candidate)
+{
+    char *ref = capture("llama_untied", "ref", NULL), cmd[16384], script[4400], *out = NULL, *err = NULL;
+    snprintf(script, sizeof script, "%s/ref_damage.py", work);
+    tu_write(script, ref_damage_py, strlen(ref_damage_py));
+    static const struct { const char *mode, *file, *want; int cand_too; } cases[] = {
+        {"nan-layers", "layers.npy", "expected finite values in the reference, found nan at element ", 0},
+        {"inf-norm", "final_norm.npy", "expected finite values in the reference, found inf at element ", 0},
+        {"nan-op", "ops/0/", "expected finite values in the reference, found nan at element 0", 0},
+        {"nan-topk-logits", "topk_logits.npy", "expected finite values in the reference, found nan at element ", 0},
+        {"vocab-ids", "ids.npy", "expected token ids in [0, 384) (vocab_size), found 999 at element 4", 1},
+        {"vocab-tokens", "tokens.npy", "expected token ids in [0, 384) (vocab_size), found -1 at element 0", 0},
+        {"repeat-topk", "topk_ids.npy", "row 3: expected 20 different ids, found ", 1},
+        {"no-layers", "layers.npy", "missing from the reference (capture writes it)", 0},
+        {"no-norm", "final_norm.npy", "missing from the reference (capture writes it)", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *bad = perturbed(ref, cases[i].mode, "noise", "0"), file[4500];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s' '%s' %s", script, bad, cases[i].mode);
+        cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s: %s", cases[i].mode, err);
+        free(err);
+        snprintf(file, sizeof file, "%s/p000/%s", bad, cases[i].file);
+        for (int side = 0; side < 1 + cases[i].cand_too; side++) {
+            snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, side ? ref : bad, side ? bad : ref);
+            cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s (%s): %s%s", cases[i].mode, side ? "candidate" : "reference",
+                         out, err);
+            cr_expect(strstr(err, file) && strstr(err, cases[i].want) && tu_lines(err) == 1, "%s (%s): %s",
+                      cases[i].mode, side ? "candidate" : "reference", err);
+            cr_expect_str_eq(out, "", "%s: no report", cases[i].mode);
+            free(out), free(err);
+        }
+        free(bad);
+    }
+    free(ref);
+}
+
+/* --tokenizer names a file that must be there, and be the reference's tokenizer (its manifest's hash). */
+Test(verify, a_tokenizer_that_is_missing_or_another_models_is_one_line)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops none --steps 4"), cmd[16384], *out = NULL, *err = NULL;
+    char other[4400];
+    snprintf(other, sizeof other, "%s/tokenizers/qwen3/tokenizer.json", GM_SHARED_DIR);
+    const struct { const char *file, *want; } cases[] = {
+        {"/nonexistent/tokenizer.json", "--tokenizer /nonexistent/tokenizer.json: not there"},
+        {other, "more than the reference's vocab_size 384: another model's tokenizer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --tokenizer '%s'", GM_PHASE0, ref, ref, cases[i].file);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s: %s%s", cases[i].file, out, err);
+        cr_expect(strstr(err, cases[i].want) && tu_lines(err) == 1, "%s: %s", cases[i].file, err);
+        free(out), free(err);
+    }
     free(ref);
 }

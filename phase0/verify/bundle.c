@@ -78,13 +78,11 @@ void *vf_load(const char *dir, const char *prompt, const char *file, gm_npy_type
     return NULL;
 }
 
-/* FNV-1a over tokenizer.json's bytes: enough to tell two tokenizers apart */
-static void tokenizer_id(const char *weights, char *out, size_t size)
+void vf_tokenizer_id(const char *path, char *out, size_t size)
 {
-    char path[4096], *text = NULL;
+    char *text = NULL;
     size_t len = 0;
     gm_status ignore = {0};
-    snprintf(path, sizeof path, "%s/tokenizer.json", weights);
     snprintf(out, size, "none");
     if (gm_read_file(path, 64u << 20, &text, &len, &ignore))
         return;
@@ -365,7 +363,9 @@ static cJSON *manifest_json(const gm_model_entry *e, const rt_model *m, const ch
     cJSON_AddStringToObject(j, "kernels", gm_kernels_name());
     cJSON_AddStringToObject(j, "precision", f32 ? "f32" : "bf16");
     cJSON_AddNumberToObject(j, "rope_theta", m->cfg.rope_base);
-    tokenizer_id(weights, tok, sizeof tok);
+    char tpath[4096];
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", weights);
+    vf_tokenizer_id(tpath, tok, sizeof tok);
     cJSON_AddStringToObject(j, "tokenizer", tok);
     cJSON_AddNumberToObject(j, "vocab_size", m->cfg.vocab_size);
     cJSON_AddNumberToObject(j, "n_layers", m->cfg.n_layers);

@@ -443,7 +443,8 @@ static const char verify_usage[] =
     "candidate bundle's own prompt tokens, or for the prompts --prompt-style, --prompts-file, --prompt or\n"
     "--tokens choose (as capture's: --prompt-style defaults to instruct for an Instruct or Chat repo, else\n"
     "base, where mlir-air's verify defaults to instruct; a gate file's by default the canonical ones).\n"
-    "  --tokenizer FILE   shows the generated texts, not only ids (default with --weights: DIR/tokenizer.json)\n"
+    "  --tokenizer FILE   shows the generated texts, not only ids: the reference's own tokenizer.json (default\n"
+    "                     with --weights: DIR/tokenizer.json, when there)\n"
     "  --max-prompts N    judge the first N prompts (0, the default: all)\n"
     "  --model ID         with --weights and a gate file: the model (default: the one built in, if one)\n"
     "  --no-strict        a FAIL is reported, and the exit status is 0 (as mlir-air's verify --no-strict)\n"
@@ -579,7 +580,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         snprintf(ref, sizeof ref, "%s", argv[optind]);
     if (weights) { /* the model's own tokenizer, beside its weights */
         snprintf(tpath, sizeof tpath, "%s/tokenizer.json", weights);
-        tokenizer = tokenizer ? tokenizer : tpath;
+        if (!tokenizer && access(tpath, F_OK) == 0) /* when there: a model without one shows ids */
+            tokenizer = tpath;
         snprintf(ref_label, sizeof ref_label, "computed now from %s", weights);
     }
     if (!st.code)

@@ -8,6 +8,7 @@
 */
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,18 +60,46 @@ static void add_note(char *buf, size_t size, const char *what)
 /* ---------------------------------------------------------------------- */
 /* a bundle's side of one prompt */
 
+/* dir/name/file's n ids, each a token id of a vocabulary of V; else one line naming the first that is not. */
+static int ids_in_vocab(const char *dir, const char *name, const char *file, const int32_t *ids, int64_t n, int64_t V,
+                        gm_status *st)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= V)
+            return gm_fail(st, GM_EFORMAT, "%s/%s/%s: expected token ids in [0, %lld) (vocab_size), found %d at "
+                           "element %lld", dir, name, file, (long long)V, ids[i], (long long)i);
+    return 0;
+}
+
+/*
+** The reference's dir/name/file, n values, finite: a NaN or an infinity there is a broken capture,
+** not a result to measure a candidate against (the candidate's are counted by the lens, and fail it).
+*/
+static int ref_finite(const char *dir, const char *name, const char *file, const float *x, int64_t n, gm_status *st)
+{
+    for (int64_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i]))
+            return gm_fail(st, GM_EFORMAT, "%s/%s/%s: expected finite values in the reference, found %s at element %lld",
+                           dir, name, file, isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf", (long long)i);
+    return 0;
+}
+
 /*
 ** dir/name's ids.npy and topk_ids.npy: s->ids, and s->rows (the first
 ** VF_GATE_K ids of each row). When topk_logits.npy is beside them, each row is
 ** first put in the rule's order (logit descending, the smaller id first on
 ** ties), whatever order the file has: a tie at the boundary decides by id.
+** Every id is one of the V of the vocabulary, and a row holds different ids;
+** the reference's logits are finite.
 */
-static int load_choices(const char *dir, const char *name, side *s, gm_status *st)
+static int load_choices(const char *dir, const char *name, int64_t V, int is_ref, side *s, gm_status *st)
 {
     int64_t ish[1] = {-1}, tsh[2] = {-1, -1};
     if (!(s->ids = vf_load(dir, name, "ids.npy", GM_NPY_I4, 1, ish, st)) && st->code)
         return st->code;
     s->n_ids = s->ids ? ish[0] : 0;
+    if (ids_in_vocab(dir, name, "ids.npy", s->ids, s->n_ids, V, st))
+        return st->code;
     tsh[0] = s->ids ? ish[0] : -1;
     int32_t *top = vf_load(dir, name, "topk_ids.npy", GM_NPY_I4, 2, tsh, st);
     if (!top)
@@ -80,9 +109,24 @@ static int load_choices(const char *dir, const char *name, side *s, gm_status *s
         return gm_fail(st, GM_EFORMAT, "%s/%s/topk_ids.npy: shape: expected at least %d ids a step, found %lld", dir,
                        name, VF_GATE_K, (long long)tsh[1]);
     }
+    const size_t w = (size_t)tsh[1];
+    if (ids_in_vocab(dir, name, "topk_ids.npy", top, tsh[0] * tsh[1], V, st)) {
+        free(top);
+        return st->code;
+    }
+    for (int64_t r = 0; r < tsh[0]; r++) {
+        const int rep = vf_first_repeat(top + r * w, (int)w);
+        if (rep >= 0) {
+            gm_fail(st, GM_EFORMAT, "%s/%s/topk_ids.npy: row %lld: expected %zu different ids, found %d twice", dir,
+                    name, (long long)r, w, top[r * w + rep]);
+            free(top);
+            return st->code;
+        }
+    }
     int64_t lsh[2] = {tsh[0], tsh[1]};
     float *lg = vf_load(dir, name, "topk_logits.npy", GM_NPY_F4, 2, lsh, st);
-    const size_t w = (size_t)tsh[1];
+    if (!st->code && is_ref)
+        ref_finite(dir, name, "topk_logits.npy", lg, tsh[0] * tsh[1], st);
     s->n_rows = tsh[0];
     s->rows = malloc(sizeof *s->rows * (size_t)(s->n_rows ? s->n_rows : 1) * VF_GATE_K);
     if (!st->code && !s->rows)
@@ -97,16 +141,27 @@ static int load_choices(const char *dir, const char *name, side *s, gm_status *s
     return st->code;
 }
 
-/* dir/name's layers.npy [L][T][H] and final_norm.npy [T][H], each when there. */
-static int load_layers(const char *dir, const char *name, int64_t L, int64_t T, int64_t H, int with_norm, side *s,
-                       gm_status *st)
+/*
+** dir/name's layers.npy [L][T][H] and final_norm.npy [T][H], each when there; the reference's
+** (is_ref) required, as capture writes both, and finite.
+*/
+static int load_layers(const char *dir, const char *name, int64_t L, int64_t T, int64_t H, int with_norm,
+                       int is_ref, side *s, gm_status *st)
 {
     int64_t lsh[3] = {L, T, H}, nsh[2] = {T, H};
     if (!(s->layers = vf_load(dir, name, "layers.npy", GM_NPY_F4, 3, lsh, st)) && st->code)
         return st->code;
-    if (with_norm)
+    if (with_norm && !st->code)
         s->final_norm = vf_load(dir, name, "final_norm.npy", GM_NPY_F4, 2, nsh, st);
-    return st->code;
+    if (st->code || !is_ref)
+        return st->code;
+    if (!s->layers || !s->final_norm)
+        return gm_fail(st, GM_EFORMAT, "%s/%s/%s: missing from the reference (capture writes it)", dir, name,
+                       s->layers ? "final_norm.npy" : "layers.npy");
+    if (ref_finite(dir, name, "layers.npy", s->layers, L * T * H, st) ||
+        ref_finite(dir, name, "final_norm.npy", s->final_norm, T * H, st))
+        return st->code;
+    return 0;
 }
 
 /* dir/name's last_logits.npy [V], every logit finite; when there (required: the reference's, which capture writes). */
@@ -267,6 +322,8 @@ static int measure_ops(const char *ref, const char *cand, const vf_manifest *rm,
                 gm_fail(st, GM_EFORMAT, "%s/%s/%s: missing from the reference (its manifest lists it)", ref, name,
                         file);
             if (!st->code)
+                ref_finite(ref, name, file, a, (int64_t)T * rm->op_width[op], st);
+            if (!st->code)
                 b = vf_load(cand, name, file, GM_NPY_F4, 2, sh, st);
             if (a && b) {
                 vf_layer *x = &p->ops[p->n_ops];
@@ -347,25 +404,27 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
         gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: shape: expected at least one token, found none", ref, name);
         goto out;
     }
+    if (ids_in_vocab(ref, name, "tokens.npy", r.tokens, r.n_tokens, rm->vocab, st))
+        goto out;
     if (!gp && !(c.tokens = vf_load(cand, name, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
         goto out;
     if (c.tokens && memcmp(c.tokens, r.tokens, sizeof *r.tokens * (size_t)tsh[0]) != 0) {
         gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, name);
         goto out;
     }
-    if (load_choices(ref, name, &r, st))
+    if (load_choices(ref, name, rm->vocab, 1, &r, st))
         goto out;
     if (!r.ids || !r.rows) {
         gm_fail(st, GM_EFORMAT, "%s/%s: the reference lacks ids.npy or topk_ids.npy", ref, name);
         goto out;
     }
-    if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, name, &c, st))
+    if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, name, rm->vocab, 0, &c, st))
         goto out;
     if (load_last_logits(ref, name, rm->vocab, 1, &r, st) ||
         (!gp && load_last_logits(cand, name, rm->vocab, 0, &c, st)))
         goto out;
-    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
-        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, r.final_norm != NULL, &c, st)))
+    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, 1, &r, st) ||
+        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, 1, 0, &c, st)))
         goto out;
     if (measure_tokens(&r, &c, tok, p, st))
         goto out;
@@ -441,8 +500,26 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
         return st->code;
     }
     gm_tokenizer *tok = NULL; /* for the generated texts: without one the report shows ids */
-    if (tokenizer && stat(tokenizer, &sb) == 0 && gm_tokenizer_load(&tok, tokenizer, st))
-        goto out;
+    char tid[32];
+    if (tokenizer) { /* it must be the reference's: its texts would be another vocabulary's */
+        vf_tokenizer_id(tokenizer, tid, sizeof tid);
+        if (stat(tokenizer, &sb) != 0) {
+            gm_fail(st, GM_EUSAGE, "--tokenizer %s: not there (%s)", tokenizer, strerror(errno));
+            goto out;
+        }
+        if (gm_tokenizer_load(&tok, tokenizer, st))
+            goto out;
+        if (strcmp(rm.tokenizer, "none") != 0 && strcmp(tid, rm.tokenizer) != 0) {
+            gm_fail(st, GM_EUSAGE, "--tokenizer %s: not the reference's tokenizer (%s/manifest.json: tokenizer %s, this "
+                    "file %s); give the model's own tokenizer.json", tokenizer, ref, rm.tokenizer, tid);
+            goto out;
+        }
+        if (gm_tokenizer_vocab_size(tok) > rm.vocab) {
+            gm_fail(st, GM_EUSAGE, "--tokenizer %s: ids up to %d, more than the reference's vocab_size %d: another "
+                    "model's tokenizer", tokenizer, gm_tokenizer_vocab_size(tok) - 1, rm.vocab);
+            goto out;
+        }
+    }
     if (!gate && same_model(&rm, &cm, cand, st))
         goto out;
     snprintf(r->model, sizeof r->model, "%s", rm.model);

@@ -32,7 +32,9 @@ static int id_of(const cJSON *v, int vocab, int32_t *out, const char *path, cons
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 ||
         v->valuedouble >= vocab)
         return gm_fail(st, GM_EFORMAT, "%s: %s: expected a token id in [0, %d), found %s", path, field, vocab,
-                       cJSON_IsNumber(v) ? "a number outside it" : "something else");
+                       !cJSON_IsNumber(v) ? "something else"
+                       : v->valuedouble != floor(v->valuedouble) ? "a number that is not a whole one"
+                                                                 : "a number outside it");
     *out = (int32_t)v->valuedouble;
     return 0;
 }
@@ -70,6 +72,10 @@ static int read_prompt(const cJSON *o, const char *key, int vocab, vf_gate_promp
             if (id_of(cJSON_GetArrayItem(row, k), vocab, &p->topk[(size_t)s * VF_GATE_K + k], path, field, st))
                 return st->code;
         }
+        const int rep = vf_first_repeat(p->topk + (size_t)s * VF_GATE_K, VF_GATE_K);
+        if (rep >= 0)
+            return gm_fail(st, GM_EFORMAT, "%s: \"%s\".topk[%d]: expected %d different ids, found %d twice", path, key,
+                           s, VF_GATE_K, p->topk[(size_t)s * VF_GATE_K + rep]);
     }
     return 0;
 }

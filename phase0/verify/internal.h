@@ -24,6 +24,9 @@ enum { VF_MAX_PROMPTS = 256 };
 /* dir/prompt/file (prompt NULL: dir/file); a path too long becomes "" and fails where it is opened */
 void vf_path(char *out, size_t size, const char *dir, const char *prompt, const char *file);
 
+/* "fnv1a64:<hex>", FNV-1a over the bytes of the tokenizer.json at path (enough to tell two apart); "none" without one */
+void vf_tokenizer_id(const char *path, char *out, size_t size);
+
 int vf_save(const char *dir, const char *prompt, const char *file, gm_npy_type type, int rank, const int64_t *shape,
             const void *data, gm_status *st);
 

@@ -60,6 +60,15 @@ void vf_rule_order(int32_t *ids, float *logits, int w)
         }
 }
 
+int vf_first_repeat(const int32_t *row, int w)
+{
+    for (int i = 1; i < w; i++) /* rows are short */
+        for (int j = 0; j < i; j++)
+            if (row[j] == row[i])
+                return i;
+    return -1;
+}
+
 /* ---------------------------------------------------------------------- */
 /* the token gate */
 

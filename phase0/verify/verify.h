@@ -158,6 +158,9 @@ void vf_top_k(const float *logits, int V, int k, int32_t *ids, float *vals);
 */
 void vf_rule_order(int32_t *ids, float *logits, int w);
 
+/* The first of row[0..w) that an earlier one repeats (its index), or -1: a top-k row holds w different ids. */
+int vf_first_repeat(const int32_t *row, int w);
+
 /* The lens on one tensor [T][H]: fills l (l->pos_cos malloc'd). */
 int vf_lens(const float *ref, const float *cand, int T, int H, vf_layer *l, gm_status *st);
 

@@ -163,6 +163,10 @@ static const config_case config_cases[] = {
     {"\"architectures\": [\n    \"Qwen2ForCausalLM\"\n  ],", "\"architectures\": \"Qwen2ForCausalLM\",", 1,
      "@config.json: architectures must be a non-empty list of strings"},
     {"Qwen2ForCausalLM", "GPT2LMHeadModel", 3, "architecture 'GPT2LMHeadModel' is not supported"},
+    /* transformers builds the model model_type names, whatever architectures says */
+    {"\"model_type\": \"qwen2\",", "\"model_type\": \"llama\",", 1,
+     "@config.json: model_type 'llama' is not Qwen2ForCausalLM's ('qwen2'): transformers builds the model model_type "
+     "names"},
     {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": 1,", 1, "tie_word_embeddings must be true or false"},
     {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,", 1,
      "num_attention_heads 14 is not a multiple of num_key_value_heads 3"},
@@ -423,9 +427,17 @@ Test(generator, usage_errors_exit_2_and_help_exits_0)
 Test(generator, strings_in_config_json_cannot_inject_code)
 {
     char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL;
+    /* a string field nothing checks (model_type is held to the architecture's) */
     edit_config(dir, "\"model_type\": \"qwen2\",",
-                "\"model_type\": \"*/ int evil; /* \\\" \\n#include </etc/passwd> ?\?/\",");
+                "\"model_type\": \"qwen2\", \"_name_or_path\": \"*/ int evil; /* \\\" \\n#include </etc/passwd> ?\?/\",");
     cr_assert_eq(gen(dir, NULL, NULL, &err), 0, "%s", err);
+    /* and model_type itself: refused in one line, the string shown defanged */
+    char *dir2 = snapshot_copy("Qwen/Qwen2-0.5B"), *err2 = NULL;
+    edit_config(dir2, "\"model_type\": \"qwen2\",", "\"model_type\": \"*/ int evil; /* \\\" \\n#include </etc/passwd>\",");
+    cr_assert_eq(gen(dir2, NULL, NULL, &err2), 1, "%s", err2);
+    cr_assert(tu_lines(err2) == 1 && !strstr(err2, "*/") && !strstr(err2, "/etc"), "%s", err2);
+    free(err2);
+    free(dir2);
     char cmd[4400], *out = NULL;
     snprintf(cmd, sizeof cmd, "grep -rl -e evil -e passwd '%s'/qwen2_0_5b/*.[ch]", out_dir);
     cr_assert_neq(tu_run(cmd, &out, NULL), 0, "a config string reached the sources: %s", out);

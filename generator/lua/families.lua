@@ -193,6 +193,18 @@ M.by_arch = {
   }),
 }
 
+-- The model_type each architecture's config.json carries: transformers builds
+-- the model model_type names (AutoConfig, then AutoModelForCausalLM by the
+-- config's class), whatever architectures says, so a config whose two
+-- disagree is refused rather than scaffolded as the architecture.
+M.model_type = {
+  LlamaForCausalLM = "llama",
+  MistralForCausalLM = "mistral",
+  Qwen2ForCausalLM = "qwen2",
+  Qwen3ForCausalLM = "qwen3",
+}
+for arch in pairs(M.by_arch) do assert(M.model_type[arch], "families.lua: no model_type for " .. arch) end
+
 -- Architectures in a stable order, for messages.
 function M.supported()
   local names = {}

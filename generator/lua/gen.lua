@@ -70,6 +70,12 @@ local function gate(cfg, repo, file)
     E.raise("unsupported", "%s: architecture '%s' is not supported (config.json: architectures; supported: %s)",
       repo, arch:gsub("[^%w_.-]", "?"), table.concat(families.supported(), ", "))
   end
+  local mt, want = cfg.model_type, families.model_type[arch]
+  if mt ~= nil and mt ~= json.null and mt ~= want then
+    E.raise("format", "%s: model_type %s is not %s's ('%s'): transformers builds the model model_type names; "
+      .. "fix whichever of the two is wrong", file, type(mt) == "string" and "'" .. mt:sub(1, 40):gsub("[^%w_.-]", "?")
+      .. "'" or config.describe(mt), arch, want)
+  end
   for _, rule in ipairs(family.reject) do
     if rule.when(cfg) then refuse(rule) end
   end

@@ -466,6 +466,20 @@ Test(verify, a_partial_candidate_says_what_was_not_checked)
     cr_assert(strstr(out, "not checked: the lens and the Phase 2 block gate (no layers.npy)"), "%s", out);
     cr_assert(strstr(out, "checked: the token gate (ids only)"), "%s", out);
     free(out);
+    /* without tokens.npy the prompt's identity is taken on trust: said so */
+    snprintf(cmd, sizeof cmd, "rm '%s/p000/tokens.npy' && '%s' verify '%s' '%s'", cand, GM_PHASE0, ref, cand);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
+    cr_assert(strstr(out, "the prompt's tokens (no tokens.npy: the reference's are taken)"), "%s", out);
+    free(out);
+    /* --model is a gate file's: for a bundle that names another model, one line */
+    char *err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s/golden/llama3_tied' '%s' --model qwen2_tied", GM_PHASE0,
+             GM_SHARED_DIR, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "--model qwen2_tied: the candidate's manifest names llama3_tied") && tu_lines(err) == 1,
+              "%s", err);
+    free(out);
+    free(err);
     free(ref);
     free(cand);
 }
@@ -481,6 +495,8 @@ Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
          "np.save(d+'ids.npy', x.astype(np.float32))\" \"$1\"", "p000/ids.npy: dtype: expected <i4, found <f4"},
         {"sed -i 's/\"tokenizer\":[[:space:]]*\"[^\"]*\"/\"tokenizer\": \"fnv1a64:0000000000000000\"/' \"$1/manifest.json\"",
          "manifest.json: tokenizer: expected"},
+        /* not a bundle: bad input, not a file system error */
+        {"rm \"$1/manifest.json\"", "manifest.json: missing: a bundle is a folder with manifest.json"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32], cmd[16384], *err = NULL, *cand;

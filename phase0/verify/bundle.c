@@ -5,6 +5,7 @@
 */
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,10 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
     char path[4096];
     memset(m, 0, sizeof *m);
     snprintf(path, sizeof path, "%s/manifest.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) /* not a bundle: bad input, not a file system error */
+        return gm_fail(st, GM_EFORMAT, "%s: missing: a bundle is a folder with manifest.json (docs/verify.md; a "
+                       "candidate's may be a copy of the reference's)", path);
     cJSON *j = vf_read_json(path, 16u << 20, st);
     if (!j)
         return st->code;

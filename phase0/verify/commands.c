@@ -484,6 +484,12 @@ static int reference_now(const char *prog, const prompt_opts *po, const char *mo
     const int gate = stat(cand, &sb) == 0 && S_ISREG(sb.st_mode);
     if (!gate && vf_manifest_read(cand, &cm, st))
         return st->code;
+    if (!gate && model && strcmp(model, cm.model) != 0) {
+        gm_fail(st, GM_EUSAGE, "--model %s: the candidate's manifest names %s (--model is for a gate file, which "
+                "names none)", model, cm.model);
+        vf_manifest_free(&cm);
+        return st->code;
+    }
     const gm_model_entry *e = gate ? gate_model(cand, model, models, st) : gm_registry_find(models, cm.model);
     vf_prompt_in in[VF_MAX_PROMPTS] = {{0}};
     int n = 0;

@@ -408,6 +408,8 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
         goto out;
     if (!gp && !(c.tokens = vf_load(cand, name, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
         goto out;
+    if (!gp && !c.tokens)
+        add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (no tokens.npy: the reference's are taken)");
     if (c.tokens && memcmp(c.tokens, r.tokens, sizeof *r.tokens * (size_t)tsh[0]) != 0) {
         gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, name);
         goto out;

@@ -280,8 +280,13 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
     if (!S_ISDIR(sb.st_mode))
         return gm_fail(st, GM_EIO, "%s: expected a model folder, found a file", dir);
 
-    if (input_path(path, sizeof path, dir, "config.json", st) ||
-        gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
+    if (input_path(path, sizeof path, dir, "config.json", st))
+        goto fail;
+    if (!exists(path)) { /* not a model folder: bad input, as a folder without weights is */
+        gm_fail(st, GM_EMISSING, "%s: missing: a model folder holds config.json", path);
+        goto fail;
+    }
+    if (gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
         goto fail;
     if (!(s->config_path = strdup(path))) {
         gm_fail(st, GM_ENOMEM, "%s: out of memory", path);

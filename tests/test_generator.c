@@ -327,6 +327,19 @@ Test(generator, a_sharded_repo_with_a_missing_shard_is_refused)
     free(dir);
 }
 
+/* A folder without config.json is not a model folder: bad input (exit 1), as a missing shard is. */
+Test(generator, a_folder_without_config_json_is_bad_input)
+{
+    char *dir = snapshot_copy("Qwen/Qwen2-0.5B"), *err = NULL, path[4300], want[4400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cr_assert_eq(remove(path), 0);
+    int rc = gen(dir, NULL, NULL, &err);
+    snprintf(want, sizeof want, "gen-model: %s: missing: a model folder holds config.json", path);
+    assert_refused(rc, 1, err, want);
+    free(err);
+    free(dir);
+}
+
 /* ---------------------------------------------------------------------- */
 /* output */
 

@@ -96,9 +96,11 @@ static int decode(const gm_tokenizer *t, int skip_special, gm_status *st)
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno != 0 || v < 0 || v >= gm_tokenizer_vocab_size(t)) {
-            rc = gm_fail(st, GM_EFORMAT, "stdin: expected token ids below %d, found '%.20s'",
-                         (int)gm_tokenizer_vocab_size(t), p);
+        if (end == p || (*end && !strchr(" ,\n\t\r[]", *end)) || errno != 0 || v < 0 ||
+            v >= gm_tokenizer_vocab_size(t)) {
+            const int w = (int)strcspn(p, " ,\n\t\r[]"); /* the one word that is not an id */
+            rc = gm_fail(st, GM_EFORMAT, "stdin: id %zu: expected a token id in [0, %d), found '%.*s%s'", n + 1,
+                         (int)gm_tokenizer_vocab_size(t), w < 20 ? w : 20, p, w > 20 ? "..." : "");
             goto out;
         }
         if (n == cap) {

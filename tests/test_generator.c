@@ -816,3 +816,23 @@ Test(generator, out_naming_a_file_is_one_line_saying_it_is_not_a_folder)
     cr_assert_str_eq(text, "x", "the file was changed");
     free(text);
 }
+
+/* tokenize --decode: ids as a list or words; a word that is not an id of the vocabulary is named alone. */
+Test(generator, tokenize_decode_names_the_one_word_that_is_not_an_id)
+{
+    char cmd[8192], *out = NULL, *err = NULL;
+    const char *tok = GM_SHARED_DIR "/tokenizers/qwen3/tokenizer.json";
+    snprintf(cmd, sizeof cmd, "printf '[9707, 11, 1879]\\n' | '%s' tokenize '%s' --decode", GM_GEN_MODEL, tok);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s", err);
+    cr_expect_str_eq(out, "Hello, world\n");
+    free(out), free(err);
+    const char *bad[][2] = {{"5 9999999999 1 2", "id 2: expected a token id in [0, 151669), found '9999999999'\n"},
+                            {"5 12abc 7", "id 2: expected a token id in [0, 151669), found '12abc'\n"},
+                            {"5 6 -3", "id 3: expected a token id in [0, 151669), found '-3'\n"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "printf '%s\\n' | '%s' tokenize '%s' --decode", bad[i][0], GM_GEN_MODEL, tok);
+        cr_expect_eq(tu_run(cmd, &out, &err), 1, "%s: %s", bad[i][0], err);
+        cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
+        free(out), free(err);
+    }
+}

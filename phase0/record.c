@@ -74,17 +74,41 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
     return finish(out, &buf, &blen, path, st);
 }
 
-/* Our blocker line, then "none" if the section would be empty. */
-static void end_blockers(FILE *out, int pass, const char *blocker, int *blockers)
+/* Is line[0..n) the placeholder "- none" (and nothing else but spaces)? */
+static int is_none(const char *line, size_t n)
 {
-    if (!pass && blocker) {
-        fprintf(out, "- %s " BLOCKER_MARK "\n", blocker);
-        (*blockers)++;
+    if (n < 6 || strncmp(line, "- none", 6) != 0)
+        return 0;
+    for (size_t i = 6; i < n; i++)
+        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n')
+            return 0;
+    return 1;
+}
+
+/*
+** The blockers section's body: what was kept of it (every line but the
+** placeholder and our previous line, trailing blank lines trimmed), then our
+** blocker line on a failure, or the placeholder if nothing is left.
+*/
+static void end_blockers(FILE *out, const char *kept, size_t n, int pass, const char *blocker)
+{
+    while (n && (kept[n - 1] == '\n' || kept[n - 1] == ' ' || kept[n - 1] == '\t' || kept[n - 1] == '\r'))
+        n--;
+    if (n) {
+        fwrite(kept, 1, n, out);
+        fputc('\n', out);
     }
-    if (!*blockers)
+    if (!pass && blocker)
+        fprintf(out, "- %s " BLOCKER_MARK "\n", blocker);
+    else if (!n)
         fputs("- none\n", out);
 }
 
+/*
+** TODO.md: Phase 0's box ticked or not, and our blocker line in "## Active
+** blockers" put or taken away; everything else, in that section too (other
+** blockers, their continuation lines, notes), kept as it was.
+*/
 int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_status *st)
 {
     char path[4096], *old = NULL, *buf = NULL;
@@ -93,34 +117,40 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
     FILE *out = begin(path, &old, &len, &buf, &blen, st);
     if (!out)
         return st->code;
-    int in_blockers = 0, blockers = 0;
+    const char *sec = NULL; /* the blockers section's body, while in it: its lines kept, in order */
+    char *kept = malloc(len + 1);
+    size_t nk = 0;
+    if (!kept) {
+        fclose(out);
+        free(buf);
+        free(old);
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    }
     for (const char *line = old; *line;) {
         const size_t n = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
-        if (in_blockers && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
-            end_blockers(out, pass, blocker, &blockers);
+        if (sec && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
+            end_blockers(out, kept, nk, pass, blocker);
             fputc('\n', out);
-            in_blockers = 0;
+            sec = NULL;
         }
         if (strncmp(line, "- [ ] Phase 0:", 14) == 0 || strncmp(line, "- [x] Phase 0:", 14) == 0) {
             fputs(pass ? "- [x]" : "- [ ]", out);
             fwrite(line + 5, 1, n - 5, out);
-        } else if (strncmp(line, "## Active blockers", 18) == 0) {
+        } else if (!sec && strncmp(line, "## Active blockers", 18) == 0) {
             fwrite(line, 1, n, out);
-            in_blockers = 1;
-        } else if (in_blockers) {
-            /* keep other blockers; drop "none", blank lines and our previous one */
-            const int ours = memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK)) != NULL;
-            if (strncmp(line, "- ", 2) == 0 && strncmp(line, "- none", 6) != 0 && !ours) {
-                fwrite(line, 1, n, out);
-                blockers++;
-            }
+            sec = line;
+            nk = 0;
+        } else if (sec) {
+            if (!is_none(line, n) && !memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK)))
+                memcpy(kept + nk, line, n), nk += n;
         } else {
             fwrite(line, 1, n, out);
         }
         line += n;
     }
-    if (in_blockers) /* the section ran to the end of the file */
-        end_blockers(out, pass, blocker, &blockers);
+    if (sec) /* the section ran to the end of the file */
+        end_blockers(out, kept, nk, pass, blocker);
+    free(kept);
     free(old);
     return finish(out, &buf, &blen, path, st);
 }

@@ -354,6 +354,21 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     snprintf(models, sizeof models, "%s/models", work);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/mistral_untied' '%s/'", models, GM_GOLDEN_MODELS, models);
     cr_assert_eq(system(cmd), 0);
+    /* a blocker of the user's own, with what a person writes around it: all of it must stay */
+    static const char mine[] = "- NPU attention kernel lacks head_dim 16 support\n"
+                               "  (tracked in JIRA-123; workaround: pad to 32)\n"
+                               "  - sub-item: ask the kernel team\n"
+                               "\n"
+                               "See also the meeting notes of 2026-11-30.\n"
+                               "* starred bullet blocker\n";
+    snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
+    char *text = tu_read(cmd, NULL), *at = strstr(text, "## Active blockers\n- none\n");
+    cr_assert_not_null(at, "%s", text);
+    char *edited = malloc(strlen(text) + sizeof mine);
+    sprintf(edited, "%.*s## Active blockers\n%s%s", (int)(at - text), text, mine, at + strlen("## Active blockers\n- none\n"));
+    tu_write(cmd, edited, strlen(edited));
+    free(edited);
+    free(text);
     char *toks = tg_tokens_arg("mistral_untied"), *out = NULL, extra[16384];
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
     cr_assert_eq(phase0("mistral_untied", w, extra, &out, NULL), 1);
@@ -363,6 +378,18 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
     char *todo = tu_read(cmd, NULL);
     cr_assert(strstr(todo, "- [ ] Phase 0:") && strstr(todo, "- Phase 0 gate 3 (config consistent) fails"), "%s", todo);
+    char want[1024];
+    snprintf(want, sizeof want, "## Active blockers\n%s- Phase 0 gate 3", mine);
+    cr_assert(strstr(todo, want), "the user's blocker text is not kept whole:\n%s", todo);
+    free(todo);
+    free(out);
+    /* a pass on the right weights: Phase 0 ticked, our blocker gone, the user's text as it was, no "- none" */
+    snprintf(cmd, sizeof cmd, "%s/golden/mistral_untied", GM_SHARED_DIR);
+    cr_assert_eq(phase0("mistral_untied", cmd, extra, &out, NULL), 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
+    todo = tu_read(cmd, NULL);
+    snprintf(want, sizeof want, "## Active blockers\n%s\n## ", mine);
+    cr_assert(strstr(todo, "- [x] Phase 0:") && strstr(todo, want) && !strstr(todo, "<!-- phase0 -->"), "%s", todo);
     free(todo);
     free(out);
     free(toks);

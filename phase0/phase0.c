@@ -793,6 +793,29 @@ int main(int argc, char **argv)
     if (instruct && !r.prompt)
         r.prompt = canonical("prompts/instruct.txt", 0, r.prompt_buf, sizeof r.prompt_buf);
 
+    /* a typo is not a gate failure: nothing runs, and nothing recorded is replaced */
+    struct stat wsb;
+    if (stat(r.weights, &wsb) != 0 || !S_ISDIR(wsb.st_mode)) {
+        fprintf(stderr, "phase0: --weights %s: expected a model folder, found %s; give the folder of config.json and "
+                "the safetensors (gen-model download ORG/NAME prints it)\n", r.weights,
+                errno == ENOENT ? "none" : "something else");
+        return EXIT_USAGE;
+    }
+    /* where the verdict goes, before the gates run rather than after */
+    if (!no_record) {
+        static const char *const docs[] = {"TODO.md", "docs/development_progress/progress.md"};
+        for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+            char doc[4400];
+            snprintf(doc, sizeof doc, "%s/%s/%s", models_dir, r.e->id, docs[i]);
+            if (access(doc, R_OK | W_OK) != 0) {
+                fprintf(stderr, "phase0: %s: cannot record the verdict there (%s); give --models DIR, the folder "
+                        "that holds %s/ (gen-model regen writes its documents again), or --no-record\n", doc,
+                        strerror(errno), r.e->id);
+                return EXIT_USAGE;
+            }
+        }
+    }
+
     char tpath[4096];
     gm_status st = {0};
     if (dump_dir && gm_check_output("--dump", dump_dir, 1, &st)) { /* before the work, not after it */

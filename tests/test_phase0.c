@@ -691,3 +691,41 @@ Test(phase0, a_terminal_sees_the_prefill_progress_and_a_pipe_does_not)
     free(err);
     free(toks);
 }
+
+/*
+** A --weights path that is no folder is a usage error, not a gate failure: nothing runs and a recorded
+** pass stays recorded. Where the verdict would go is checked before the gates too: a --models folder
+** without the model's documents (an installed phase0's default, on another machine) is one line, exit 2.
+*/
+Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one_line_before_any_gate)
+{
+    char *work = tu_tmpdir(), models[4400], cmd[16384], weights[4400], todo[4500], *out = NULL, *err = NULL;
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/llama_untied' '%s/'", models, GM_GOLDEN_MODELS, models);
+    cr_assert_eq(system(cmd), 0);
+    char *toks = tg_tokens_arg("llama_untied"), extra[16384];
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    cr_assert_eq(phase0("llama_untied", weights, extra, &out, NULL), 0, "%s", out);
+    free(out);
+    snprintf(todo, sizeof todo, "%s/llama_untied/TODO.md", models);
+    char *before = tu_read(todo, NULL);
+    cr_assert(strstr(before, "- [x] Phase 0:"), "%s", before);
+    /* the typo: one line, exit 2, no gate, the pass still recorded */
+    snprintf(weights, sizeof weights, "%s/golden/llama_untiedd", GM_SHARED_DIR);
+    cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "--weights ") && strstr(err, "llama_untiedd: expected a model folder, found none") &&
+              tu_lines(err) == 1 && !strstr(out, "gate"), "%s%s", out, err);
+    char *after = tu_read(todo, NULL);
+    cr_expect_str_eq(after, before, "TODO.md changed");
+    free(out), free(err), free(after), free(before);
+    /* a --models folder that does not hold the model: said before the gates, not after them */
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, work);
+    cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "/llama_untied/TODO.md: cannot record the verdict there") && strstr(err, "--no-record") &&
+              tu_lines(err) == 1 && !strstr(out, "gate"), "%s%s", out, err);
+    free(out), free(err);
+    free(toks);
+    tu_rmtree(work);
+}

@@ -64,7 +64,7 @@ cc -std=c11 -D_GNU_SOURCE -DGM_VERSION='"downstream"' -DGM_PHASE0_MODELS=port_mo
    -DGM_PHASE0_MODELS_DIR="\"$work/port/models\"" $(pkg-config --cflags genmodel libcjson) \
    -I"$prefix/include/gen-model" "$prefix/share/gen-model/phase0.c" "$m/${id}_weights.c" "$m/${id}_cpu_helpers.c" \
    "$m/${id}_registry.c" "$work/table.c" -o "$work/phase0-cc" \
-   -L"$prefix/lib" -lgm_phase0 $(pkg-config --libs genmodel libcjson) -lm
+   -L"$prefix/lib" -lgm_phase0 $(pkg-config --libs genmodel libcjson)
 LD_LIBRARY_PATH=$prefix/lib "$work/phase0-cc" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
 LD_LIBRARY_PATH=$prefix/lib ldd "$work/phase0-cc" > "$work/ldd.txt"
 grep -q "libgenmodel.so.$abi => $prefix/lib/" "$work/ldd.txt" ||

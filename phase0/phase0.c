@@ -637,20 +637,25 @@ static void progress_entry(const run *r, char *out, size_t size)
     for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
         k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
                       r->g[i].pass ? "PASS" : "FAIL");
+    char baseline[700];
+    if (r->res.logits)
+        snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; "
+                 "logits %s (std %.3f, entropy %.3f of uniform)", r->prompt ? "prompt \"" : "",
+                 r->prompt ? r->prompt : "", r->prompt ? "\", " : "", r->n_tokens, top, r->top5[0], r->top5_logit[0],
+                 r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio);
+    else /* no logits to show: nothing measured, and nothing made up */
+        snprintf(baseline, sizeof baseline, "not run (%s)", r->g[1].cause ? r->g[1].cause : r->g[1].detail);
     snprintf(out, size,
              "## Phase 0: %s (%s)\n"
              "- Model: %s @ %s (`%s`), weights from `%s`\n"
              "- Resolved config: n_layers %d, emb_dim %d, n_heads %d, n_kv_heads %d, head_dim %d, hidden_dim %d, "
              "vocab %d, rope_base %.17g, tie_word_embeddings %s\n"
              "- CPU helpers kept: rms_norm, attention_reference, softmax\n"
-             "- Baseline: %s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; logits %s (std %.3f, "
-             "entropy %.3f of uniform)\n"
+             "- Baseline: %s\n"
              "- Gates: %s\n",
              all_pass(r) ? "PASS" : "FAIL", date, r->e->repo, r->e->commit[0] ? r->e->commit : "(local)", r->e->id,
              r->weights, c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size,
-             c.rope_base, c.tie_word_embeddings ? "true" : "false", r->prompt ? "prompt \"" : "",
-             r->prompt ? r->prompt : "", r->prompt ? "\", " : "", r->n_tokens, top, r->top5[0], r->top5_logit[0],
-             r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio, verdicts);
+             c.rope_base, c.tie_word_embeddings ? "true" : "false", baseline, verdicts);
 }
 
 static int record(const run *r, const char *models_dir, gm_status *st)

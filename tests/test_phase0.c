@@ -726,6 +726,18 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     cr_expect(strstr(err, "/llama_untied/TODO.md: cannot record the verdict there") && strstr(err, "--no-record") &&
               tu_lines(err) == 1 && !strstr(out, "gate"), "%s%s", out, err);
     free(out), free(err);
+    /* a folder without the weights: gate 1 fails and is recorded; the baseline, never run, shows no numbers */
+    snprintf(weights, sizeof weights, "%s/empty", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", weights);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 1, "%s%s", out, err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "%s/llama_untied/docs/development_progress/progress.md", models);
+    char *progress = tu_read(cmd, NULL);
+    cr_expect(strstr(progress, "## Phase 0: FAIL") && strstr(progress, "- Baseline: not run (") &&
+              !strstr(progress, "top-1 \"\" (id 0)"), "%s", progress);
+    free(progress);
     free(toks);
     tu_rmtree(work);
 }

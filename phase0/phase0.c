@@ -72,7 +72,8 @@ static const char usage[] =
     "  --tokens LIST   token ids instead of a prompt (no tokenizer needed)\n"
     "  --json          the report as JSON on stdout\n"
     "  --dump DIR      logits.npy [T,V], embed.npy [T,H], layers.npy [L,T,H], final_norm.npy [T,H],\n"
-    "                  tokens.npy [T], report.json, for numpy.load\n"
+    "                  tokens.npy [T], report.json, for numpy.load (report.json alone when the prefill\n"
+    "                  did not run)\n"
     "  --decode N      then greedy-decode N tokens with the KV cache (tokens/s in the report)\n"
     "  --threads N     threads for the loader and the runner, 1 to 512 (default: GM_THREADS, else every\n"
     "                  core)\n"
@@ -693,6 +694,11 @@ static int dump(const run *r, const char *dir, gm_status *st)
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        if (!x->logits) { /* the prefill never ran: report.json alone, and no earlier run's arrays left to mislead */
+            if (unlink(path) != 0 && errno != ENOENT)
+                return gm_fail(st, GM_EIO, "%s: cannot remove an earlier run's file: %s", path, strerror(errno));
+            continue;
+        }
         if (gm_npy_write(path, files[i].type, files[i].rank, files[i].shape, files[i].data, st))
             return st->code;
     }
@@ -863,7 +869,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: could not record the verdict: %s\n", st.msg);
         code = EXIT_IO;
     }
-    if (dump_dir && r.res.logits && dump(&r, dump_dir, &st)) {
+    if (dump_dir && dump(&r, dump_dir, &st)) {
         fprintf(stderr, "phase0: %s\n", st.msg);
         code = EXIT_IO;
     }

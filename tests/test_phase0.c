@@ -730,9 +730,23 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     snprintf(weights, sizeof weights, "%s/empty", work);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", weights);
     cr_assert_eq(system(cmd), 0);
-    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    /* with --dump: report.json says what failed; an earlier run's arrays there are not left to mislead */
+    char dump[4500], file[4600];
+    snprintf(dump, sizeof dump, "%s/dump", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && echo stale > '%s/logits.npy'", dump, dump);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(extra, sizeof extra, "%s --models '%s' --dump '%s'", toks, models, dump);
     cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 1, "%s%s", out, err);
     free(out), free(err);
+    snprintf(file, sizeof file, "%s/report.json", dump);
+    char *text = tu_read(file, NULL);
+    cJSON *report = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cr_expect(report && cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(report, "gates"), 0),
+                                                          "pass")), "report.json: %s", file);
+    cJSON_Delete(report);
+    snprintf(file, sizeof file, "%s/logits.npy", dump);
+    cr_expect(!tu_exists(file), "%s is an earlier run's", file);
     snprintf(cmd, sizeof cmd, "%s/llama_untied/docs/development_progress/progress.md", models);
     char *progress = tu_read(cmd, NULL);
     cr_expect(strstr(progress, "## Phase 0: FAIL") && strstr(progress, "- Baseline: not run (") &&

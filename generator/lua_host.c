@@ -1,6 +1,8 @@
 /* The Lua host: gen.lua runs inside pmain under lua_pcall, as lua.c does. */
 #include "lua_host.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,7 +394,8 @@ static int pmain(lua_State *L)
     lua_getfield(L, -1, "generate");
     push_snapshot(L, c);
     push_templates(L, c);
-    lua_call(L, 2, 1);
+    lua_pushstring(L, c->opt->templates_dir ? c->opt->templates_dir : "templates"); /* as errors name them */
+    lua_call(L, 3, 1);
 
     gm_gen_result *r = c->out;
     int res = lua_gettop(L);
@@ -485,7 +488,30 @@ int gm_templates_check(const char *dir, gm_status *st)
             return st->code;
         free(text);
     }
-    return 0;
+    /* and no template of its own that nothing would render: a reviewer would read "unchanged" as "fine" */
+    DIR *d = opendir(dir);
+    if (!d)
+        return gm_fail(st, GM_EIO, "%s: cannot list: %s", dir, strerror(errno));
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        const size_t n = strlen(de->d_name);
+        if (n <= 5 || strcmp(de->d_name + n - 5, ".tmpl") != 0)
+            continue;
+        int known = 0;
+        for (const gm_embedded_file *f = gm_embedded; f->name && !known; f++)
+            known = strncmp(f->name, "templates/", 10) == 0 && strcmp(f->name + 10, de->d_name) == 0;
+        if (!known) {
+            char names[512] = "";
+            for (const gm_embedded_file *f = gm_embedded; f->name; f++)
+                if (strncmp(f->name, "templates/", 10) == 0)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                             f->name + 10);
+            gm_fail(st, GM_EUSAGE, "%s/%s: not a template gen-model renders (it renders %s); a new output is an "
+                    "entry of outputs in generator/lua/gen.lua", dir, de->d_name, names);
+            break;
+        }
+    }
+    closedir(d);
+    return st->code;
 }
 
 void gm_gen_result_free(gm_gen_result *r)

@@ -55,7 +55,8 @@ void gm_gen_result_free(gm_gen_result *r);
 
 /*
 ** Whether folder dir holds every template gm_generate reads (templates/<name>.tmpl
-** as built in): 0, or st names the first it cannot read.
+** as built in), and no other <name>.tmpl, which nothing would render: 0, or st
+** names the first it cannot read, or the first it does not know.
 */
 int gm_templates_check(const char *dir, gm_status *st);
 

@@ -187,6 +187,10 @@ int main(int argc, char **argv)
                 "(not gm, st or bf16), found '%s'\n", opt.name);
         return GM_EXIT_USAGE;
     }
+    if (opt.templates_dir && gm_templates_check(opt.templates_dir, &ost)) {
+        fprintf(stderr, "gen-model: --templates: %s\n", ost.msg);
+        return GM_EXIT_USAGE;
+    }
     /* an interrupt ends the run as interrupted() says */
     if (gm_command_start())
         return GM_EXIT_INTERNAL;

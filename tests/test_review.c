@@ -327,8 +327,10 @@ Test(review, preview_lists_a_source_that_fails_and_goes_on)
     cr_expect(strstr(out, "preview: 1 refused:\n"), "%s", out);
     cr_expect(strstr(out, "preview: 2 failed:\n"), "%s", out);
     cr_expect(strstr(out, "empty: expected a model folder (config.json) in it or below, found none"), "%s", out);
-    cr_expect(strstr(out, "Qwen2-0.5B: with the templates of --templates: templates/cpu_helpers.h.tmpl:1: "
-                          "${m.no_such_field} is nil"), "%s", out);
+    char want[4600]; /* named in the folder it was read from */
+    snprintf(want, sizeof want, "Qwen2-0.5B: with the templates of --templates: %s/cpu_helpers.h.tmpl:1: "
+             "${m.no_such_field} is nil", tmpl);
+    cr_expect(strstr(out, want), "%s", out);
     free(out);
     free(err);
     free(edited);
@@ -348,6 +350,22 @@ Test(review, preview_lists_a_source_that_fails_and_goes_on)
         cr_expect_eq(gm(&out, &err, "%s", args), 2, "%s: %s", args, err);
         cr_expect_eq(tu_lines(err), 1, "%s: %s", args, err);
         cr_expect(strstr(err, cases[i][1]), "%s: no '%s' in %s", args, cases[i][1], err);
+        free(out);
+        free(err);
+    }
+    /* a template of the reviewer's own that nothing renders: said, not passed over as "unchanged" */
+    char fresh[4400];
+    snprintf(fresh, sizeof fresh, "%s/fresh", work);
+    tu_copy_dir(GM_SOURCE_DIR "/templates", fresh);
+    snprintf(path, sizeof path, "%s/README.md.tmpl", fresh);
+    tu_write(path, "# ${m.id}\n", 10);
+    const char *extra[] = {"preview --templates '%s' " HUB "/Qwen/Qwen2-0.5B", "regen --check --models " GM_SOURCE_DIR "/models --templates '%s'"};
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+        char args[8800];
+        snprintf(args, sizeof args, extra[i], fresh);
+        cr_expect_eq(gm(&out, &err, "%s", args), 2, "%s: %s%s", args, out, err);
+        cr_expect(strstr(err, "README.md.tmpl: not a template gen-model renders") && tu_lines(err) == 1, "%s: %s",
+                  args, err);
         free(out);
         free(err);
     }

@@ -1,6 +1,6 @@
 -- From a model snapshot to generated sources.
 --
---   generate(snap, templates) -> { id = "qwen2_1_5b", files = { {path, text}, ... } }
+--   generate(snap, templates, templates_dir) -> { id = "qwen2_1_5b", files = { {path, text}, ... } }
 --
 -- snap (built by the C host from a local folder, the HF cache or the Hub):
 --   repo     "Qwen/Qwen2-1.5B"          commit  40 hex digits, or nil
@@ -10,7 +10,8 @@
 --   shards   { {file = "model.safetensors", path = where its header was read from,
 --              tensors = { {name, dtype, shape = {...}}, ... }}, ... }
 --            each shard's header, already validated by the runtime's safetensors reader
--- templates: { ["weights.h"] = text, ... } from templates/*.tmpl
+-- templates: { ["weights.h"] = text, ... } from templates/*.tmpl, or --templates DIR's (templates_dir,
+--            which errors name; default "templates")
 --
 -- Every check happens before anything is rendered; the host writes nothing
 -- unless this returns.
@@ -405,7 +406,7 @@ function M.check_config(snap)
   return arch, family, cfg
 end
 
-function M.generate(snap, templates)
+function M.generate(snap, templates, templates_dir)
   local repo = snap.repo
   local arch, family, cfg = M.check_config(snap)
   local index = snap.index and decode(snap.index, snap.index_path) or nil
@@ -453,8 +454,8 @@ function M.generate(snap, templates)
   local files = {}
   for _, o in ipairs(outputs) do
     local src = templates[o.template] or error("no template named " .. o.template)
-    files[#files + 1] = { path = o.path, text = tmpl.render(src, "templates/" .. o.template .. ".tmpl", env),
-      keep = o.keep or false }
+    local name = (templates_dir or "templates") .. "/" .. o.template .. ".tmpl"
+    files[#files + 1] = { path = o.path, text = tmpl.render(src, name, env), keep = o.keep or false }
   end
   return { id = id, files = files }
 end

@@ -93,6 +93,19 @@ static int inputs_of(const char *model, char names[4][16])
 }
 
 static size_t tier_same, tier_logits; /* check_bf16's bit-identical logits, over one tier's run */
+static long tier_steps;               /* and the most bf16 steps any other one of them is from HF's */
+static double tier_diff;              /* and the largest |ours - HF's| */
+
+/* How many bf16 values lie between a and b, both bf16 values held in floats (0: the same bits). */
+static long bf16_steps(float a, float b)
+{
+    int32_t x, y;
+    memcpy(&x, &a, 4), memcpy(&y, &b, 4);
+    x >>= 16, y >>= 16; /* bf16's bits, and the order of the values as integers: */
+    x = x < 0 ? (int32_t)0xFFFF8000 - x : x; /* negatives reflected below zero */
+    y = y < 0 ? (int32_t)0xFFFF8000 - y : y;
+    return labs((long)x - (long)y);
+}
 
 static void check_bf16(loaded *ld, const char *input)
 {
@@ -143,12 +156,16 @@ static void check_bf16(loaded *ld, const char *input)
     const double cos_norm = min_row_cos(r.final_norm, fnorm.data, T, H);
     cr_expect_geq(cos_norm, 0.999, "%s/%s: final norm per-position cos %.6f", id, input, cos_norm);
     size_t same = 0;
-    for (size_t i = 0; i < (size_t)T * V; i++)
+    for (size_t i = 0; i < (size_t)T * V; i++) {
         same += r.logits[i] == gl[i];
+        const long d = bf16_steps(r.logits[i], gl[i]);
+        tier_steps = d > tier_steps ? d : tier_steps;
+        tier_diff = fmax(tier_diff, fabs((double)r.logits[i] - gl[i]));
+    }
     tier_same += same, tier_logits += (size_t)T * V;
     fprintf(stderr, "%-12s %-22s %-6s bf16: top1 %6d  logits cos %.7f  min/pos %.7f  layers min %.7f  norm min %.7f  "
-            "bit-exact logits %5.1f%%\n", gm_kernels_name(), id, input, mine[0], cos_all, cos_pos, worst_layer, cos_norm,
-            100.0 * (double)same / ((double)T * V));
+            "bit-exact logits %zu of %zu\n", gm_kernels_name(), id, input, mine[0], cos_all, cos_pos, worst_layer,
+            cos_norm, same, (size_t)T * V);
     rt_result_free(&r);
     rt_session_free(s);
     gm_npy_free(&tok);
@@ -269,9 +286,15 @@ static void on_tier(const char *tier)
 {
     use_or_skip(tier);
     tier_same = tier_logits = 0;
+    tier_steps = 0, tier_diff = 0;
     each_golden(check_bf16);
-    fprintf(stderr, "%-12s bf16 logits bit-identical to HF's: %.1f%% of %zu\n", tier,
-            100.0 * (double)tier_same / (double)tier_logits, tier_logits);
+    fprintf(stderr, "%-12s bf16 logits bit-identical to HF's: %zu of %zu (%.3f%%), the others at most %ld bf16 step%s "
+            "away (|ours - HF's| <= %.3g; near 0 a step is small)\n", tier, tier_same, tier_logits,
+            100.0 * (double)tier_same / (double)tier_logits, tier_steps, tier_steps == 1 ? "" : "s", tier_diff);
+    /* the tiers that sum each product in k order, as HF's bf16 matmul does: its bits, or one step from them (the
+       LM head's sums, lanes added across at the end) */
+    if (gm_kernels_info(tier)->nk_sums == GM_SUMS_LANES)
+        cr_expect_leq(tier_steps, 1, "%s: a logit %ld bf16 steps from HF's", tier, tier_steps);
     each_golden(check_f32);
     each_golden(check_decode);
     gm_kernels_select(NULL);

@@ -638,14 +638,19 @@ static void progress_entry(const run *r, char *out, size_t size)
     for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
         k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
                       r->g[i].pass ? "PASS" : "FAIL");
-    char baseline[700];
-    if (r->res.logits)
+    char baseline[3000], prompt[2000];
+    if (r->have_top5) /* the numbers gate 2 measured, and only those */
         snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; "
                  "logits %s (std %.3f, entropy %.3f of uniform)", r->prompt ? "prompt \"" : "",
-                 r->prompt ? r->prompt : "", r->prompt ? "\", " : "", r->n_tokens, top, r->top5[0], r->top5_logit[0],
-                 r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio);
-    else /* no logits to show: nothing measured, and nothing made up */
-        snprintf(baseline, sizeof baseline, "not run (%s)", r->g[1].cause ? r->g[1].cause : r->g[1].detail);
+                 r->prompt ? p0_shown(r->prompt, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens, top,
+                 r->top5[0], r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std,
+                 r->entropy_ratio);
+    else if (r->res.logits) /* it ran, and its logits were not finite: nothing to show but what gate 2 said */
+        snprintf(baseline, sizeof baseline, "ran, logits not finite (%s)", r->g[1].detail);
+    else if (r->g[1].cause && strncmp(r->g[1].cause, "not run", 7) == 0) /* it never ran, and says why */
+        snprintf(baseline, sizeof baseline, "%s", r->g[1].cause);
+    else /* it stopped before the prefill */
+        snprintf(baseline, sizeof baseline, "not run (%s: %s)", r->g[1].cause ? r->g[1].cause : "?", r->g[1].detail);
     snprintf(out, size,
              "## Phase 0: %s (%s)\n"
              "- Model: %s @ %s (`%s`), weights from `%s`\n"
@@ -661,7 +666,7 @@ static void progress_entry(const run *r, char *out, size_t size)
 
 static int record(const run *r, const char *models_dir, gm_status *st)
 {
-    char dir[4096], entry[4096], blocker[700] = "";
+    char dir[4096], entry[8192], blocker[700] = "";
     snprintf(dir, sizeof dir, "%s/%s", models_dir, r->e->id);
     for (int i = 0; i < N_GATES && !blocker[0]; i++)
         if (!r->g[i].pass)
@@ -806,10 +811,11 @@ int main(int argc, char **argv)
 
     /* a typo is not a gate failure: nothing runs, and nothing recorded is replaced */
     struct stat wsb;
-    if (stat(r.weights, &wsb) != 0 || !S_ISDIR(wsb.st_mode)) {
+    const int found = stat(r.weights, &wsb) == 0;
+    if (!found || !S_ISDIR(wsb.st_mode)) {
         fprintf(stderr, "phase0: --weights %s: expected a model folder, found %s; give the folder of config.json and "
                 "the safetensors (gen-model download ORG/NAME prints it)\n", r.weights,
-                errno == ENOENT ? "none" : "something else");
+                found ? "a file" : errno == ENOENT ? "none" : strerror(errno));
         return EXIT_USAGE;
     }
     /* where the verdict goes, before the gates run rather than after */

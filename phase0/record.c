@@ -87,27 +87,29 @@ static int is_none(const char *line, size_t n)
 
 /*
 ** The blockers section's body: what was kept of it (every line but the
-** placeholder and our previous line, trailing blank lines trimmed), then our
-** blocker line on a failure, or the placeholder if nothing is left.
+** placeholder and our previous blocker with the lines indented under it,
+** trailing blank lines trimmed), then our blocker line on a failure, or the
+** placeholder if nothing is left; each line ended as the file ends its lines.
 */
-static void end_blockers(FILE *out, const char *kept, size_t n, int pass, const char *blocker)
+static void end_blockers(FILE *out, const char *kept, size_t n, int pass, const char *blocker, const char *eol)
 {
     while (n && (kept[n - 1] == '\n' || kept[n - 1] == ' ' || kept[n - 1] == '\t' || kept[n - 1] == '\r'))
         n--;
     if (n) {
         fwrite(kept, 1, n, out);
-        fputc('\n', out);
+        fputs(eol, out);
     }
     if (!pass && blocker)
-        fprintf(out, "- %s " BLOCKER_MARK "\n", blocker);
+        fprintf(out, "- %s " BLOCKER_MARK "%s", blocker, eol);
     else if (!n)
-        fputs("- none\n", out);
+        fprintf(out, "- none%s", eol);
 }
 
 /*
 ** TODO.md: Phase 0's box ticked or not, and our blocker line in "## Active
-** blockers" put or taken away; everything else, in that section too (other
-** blockers, their continuation lines, notes), kept as it was.
+** blockers" put or taken away (the section added at the end on a failure, if
+** the file has none); everything else, in that section too (other blockers,
+** their continuation lines, notes), kept as it was.
 */
 int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_status *st)
 {
@@ -117,8 +119,7 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
     FILE *out = begin(path, &old, &len, &buf, &blen, st);
     if (!out)
         return st->code;
-    const char *sec = NULL; /* the blockers section's body, while in it: its lines kept, in order */
-    char *kept = malloc(len + 1);
+    char *kept = malloc(len + 8); /* the blockers section's lines kept, in order, while in it */
     size_t nk = 0;
     if (!kept) {
         fclose(out);
@@ -126,30 +127,52 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
         free(old);
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
     }
+    const char *eol = strstr(old, "\r\n") ? "\r\n" : "\n"; /* the file's own line ends */
+    int in_section = 0, found = 0, under_ours = 0;
     for (const char *line = old; *line;) {
         const size_t n = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
-        if (sec && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
-            end_blockers(out, kept, nk, pass, blocker);
-            fputc('\n', out);
-            sec = NULL;
+        const int ended = line[n - 1] == '\n';
+        if (in_section && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
+            end_blockers(out, kept, nk, pass, blocker, eol);
+            fputs(eol, out);
+            in_section = 0;
         }
         if (strncmp(line, "- [ ] Phase 0:", 14) == 0 || strncmp(line, "- [x] Phase 0:", 14) == 0) {
-            fputs(pass ? "- [x]" : "- [ ]", out);
-            fwrite(line + 5, 1, n - 5, out);
-        } else if (!sec && strncmp(line, "## Active blockers", 18) == 0) {
+            const char *box = pass ? "- [x]" : "- [ ]";
+            if (in_section) { /* where it stands, in the section too */
+                memcpy(kept + nk, box, 5);
+                memcpy(kept + nk + 5, line + 5, n - 5);
+                nk += n;
+            } else {
+                fputs(box, out);
+                fwrite(line + 5, 1, n - 5, out);
+            }
+        } else if (strncmp(line, "## Active blockers", 18) == 0) {
             fwrite(line, 1, n, out);
-            sec = line;
+            if (!ended) /* the heading is the file's last line */
+                fputs(eol, out);
+            in_section = found = 1;
             nk = 0;
-        } else if (sec) {
-            if (!is_none(line, n) && !memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK)))
+            under_ours = 0;
+        } else if (in_section) {
+            if (memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK))) /* ours, and what is indented under it, go */
+                under_ours = 1;
+            else if (under_ours && (line[0] == ' ' || line[0] == '\t'))
+                ;
+            else if ((under_ours = 0, !is_none(line, n)))
                 memcpy(kept + nk, line, n), nk += n;
         } else {
             fwrite(line, 1, n, out);
         }
+        if (!ended && in_section && nk && kept[nk - 1] != '\n') /* the file's last line, in the section */
+            nk += (size_t)sprintf(kept + nk, "%s", eol);
         line += n;
     }
-    if (sec) /* the section ran to the end of the file */
-        end_blockers(out, kept, nk, pass, blocker);
+    if (in_section) /* the section ran to the end of the file */
+        end_blockers(out, kept, nk, pass, blocker, eol);
+    else if (!found && !pass && blocker) /* no section: a failure still goes under one */
+        fprintf(out, "%s%s## Active blockers%s- %s " BLOCKER_MARK "%s", len && old[len - 1] != '\n' ? eol : "", eol,
+                eol, blocker, eol);
     free(kept);
     free(old);
     return finish(out, &buf, &blen, path, st);

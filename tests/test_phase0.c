@@ -14,6 +14,7 @@
 
 #include "gm/npy.h"
 #include "golden_util.h"
+#include "record.h"
 #include "util.h"
 
 static const char *const goldens[] = {"llama3_tied", "llama_f32_checkpoint", "llama_untied", "llama_untied_sharded",
@@ -310,6 +311,28 @@ Test(phase0, gate2_fails_on_nan_weights_as_a_corrupt_download_naming_the_tensor)
                                "NaN or Inf in the weights: a corrupt download");
     cr_assert(strstr(out, "out_norm has"), "the tensor is not named:\n%s", out);
     free(out);
+    free(w);
+    tu_rmtree(work);
+}
+
+/* The progress.md entry of a baseline whose logits were NaN shows what gate 2 said, and no numbers it never measured. */
+Test(phase0, a_nan_baseline_is_recorded_without_made_up_numbers)
+{
+    char *work = tu_tmpdir(), models[4400], cmd[16384], *out = NULL;
+    char *w = broken_copy(work, "qwen3_tied", "model.norm.weight", 0x7FC0, -1);
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/qwen3_tied' '%s/'", models, GM_GOLDEN_MODELS, models);
+    cr_assert_eq(system(cmd), 0);
+    char *toks = tg_tokens_arg("qwen3_tied"), extra[16384];
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_assert_eq(phase0("qwen3_tied", w, extra, &out, NULL), 1, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/qwen3_tied/docs/development_progress/progress.md", models);
+    char *progress = tu_read(cmd, NULL);
+    cr_expect(strstr(progress, "- Baseline: ran, logits not finite (") && strstr(progress, "are NaN or Inf") &&
+              !strstr(progress, "(id 0)") && !strstr(progress, "entropy"), "%s", progress);
+    free(progress);
+    free(out);
+    free(toks);
     free(w);
     tu_rmtree(work);
 }
@@ -719,6 +742,12 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     char *after = tu_read(todo, NULL);
     cr_expect_str_eq(after, before, "TODO.md changed");
     free(out), free(err), free(after), free(before);
+    /* a file where the folder belongs: said as such */
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied/config.json", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "config.json: expected a model folder, found a file") && tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
     /* a --models folder that does not hold the model: said before the gates, not after them */
     snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, work);
@@ -749,9 +778,55 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     cr_expect(!tu_exists(file), "%s is an earlier run's", file);
     snprintf(cmd, sizeof cmd, "%s/llama_untied/docs/development_progress/progress.md", models);
     char *progress = tu_read(cmd, NULL);
-    cr_expect(strstr(progress, "## Phase 0: FAIL") && strstr(progress, "- Baseline: not run (") &&
+    cr_expect(strstr(progress, "## Phase 0: FAIL") && strstr(progress, "- Baseline: not run: the weights did not load\n") &&
               !strstr(progress, "top-1 \"\" (id 0)"), "%s", progress);
     free(progress);
     free(toks);
     tu_rmtree(work);
+}
+
+/* ---------------------------------------------------------------------- */
+/* TODO.md's marks, on files a person has edited (p0_record_todo directly) */
+
+/* text as TODO.md in a fresh folder, the runs recorded in turn (blocker NULL: a pass); what the file then holds */
+static char *todo_after(const char *text, const char *const *runs, int n_runs)
+{
+    char *dir = tu_tmpdir(), path[4400];
+    snprintf(path, sizeof path, "%s/TODO.md", dir);
+    tu_write(path, text, strlen(text));
+    for (int i = 0; i < n_runs; i++) {
+        gm_status st = {0};
+        cr_assert_eq(p0_record_todo(dir, runs[i] == NULL, runs[i], &st), 0, "%s", st.msg);
+    }
+    char *got = tu_read(path, NULL);
+    tu_rmtree(dir); /* and frees it */
+    return got;
+}
+
+Test(record, todo_marks_keep_what_a_person_wrote_whatever_the_file_looks_like)
+{
+    static const char *const fail_pass_fail[] = {"B1", NULL, "B2"}, *const fail[] = {"B1"}, *const pass[] = {NULL};
+    static const struct { const char *name, *text; const char *const *runs; int n; const char *want; } cases[] = {
+        {"the heading is the last line, with no newline", "- [ ] Phase 0: x\n## Active blockers", fail_pass_fail, 3,
+         "- [ ] Phase 0: x\n## Active blockers\n- B2 <!-- phase0 -->\n"},
+        {"CRLF line ends stay CRLF", "- [ ] Phase 0: x\r\n\r\n## Active blockers\r\n- none\r\n\r\n## Next\r\n", fail, 1,
+         "- [ ] Phase 0: x\r\n\r\n## Active blockers\r\n- B1 <!-- phase0 -->\r\n\r\n## Next\r\n"},
+        {"no section: a failure adds one", "- [ ] Phase 0: x\n", fail, 1,
+         "- [ ] Phase 0: x\n\n## Active blockers\n- B1 <!-- phase0 -->\n"},
+        {"no section: a pass adds nothing", "- [ ] Phase 0: x\n", pass, 1, "- [x] Phase 0: x\n"},
+        {"a note indented under phase0's blocker goes with it",
+         "## Active blockers\n- mine\n- B0 <!-- phase0 -->\n  (a note on it)\n- other\n\n## Next\n", pass, 1,
+         "## Active blockers\n- mine\n- other\n\n## Next\n"},
+        {"an empty section gets the placeholder", "## Active blockers\n\n## Next\n", pass, 1,
+         "## Active blockers\n- none\n\n## Next\n"},
+        {"the box stays where it stands", "## Active blockers\n- [ ] Phase 0: x\n- mine\n", fail, 1,
+         "## Active blockers\n- [ ] Phase 0: x\n- mine\n- B1 <!-- phase0 -->\n"},
+        {"\"- none of these\" is a blocker, not the placeholder", "## Active blockers\n- none of these work\n", pass,
+         1, "## Active blockers\n- none of these work\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = todo_after(cases[i].text, cases[i].runs, cases[i].n);
+        cr_expect_str_eq(got, cases[i].want, "%s", cases[i].name);
+        free(got);
+    }
 }

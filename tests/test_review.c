@@ -359,7 +359,9 @@ Test(review, preview_lists_a_source_that_fails_and_goes_on)
     tu_copy_dir(GM_SOURCE_DIR "/templates", fresh);
     snprintf(path, sizeof path, "%s/README.md.tmpl", fresh);
     tu_write(path, "# ${m.id}\n", 10);
-    const char *extra[] = {"preview --templates '%s' " HUB "/Qwen/Qwen2-0.5B", "regen --check --models " GM_SOURCE_DIR "/models --templates '%s'"};
+    const char *extra[] = {"preview --templates '%s' " HUB "/Qwen/Qwen2-0.5B",
+                           "regen --check --models " GM_SOURCE_DIR "/models --templates '%s'",
+                           HUB "/Qwen/Qwen2-0.5B --templates '%1$s' --out '%1$s.out'"};
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
         char args[8800];
         snprintf(args, sizeof args, extra[i], fresh);

@@ -1377,5 +1377,28 @@ Test(verify, a_tokenizer_that_is_missing_or_another_models_is_one_line)
         cr_expect(strstr(err, cases[i].want) && tu_lines(err) == 1, "%s: %s", cases[i].file, err);
         free(out), free(err);
     }
+    /* a reference captured with a tokenizer.json beside the weights records its hash: that file is taken (a
+       vocabulary larger than the model's is then no matter), and another one is refused by the hash */
+    char w[4400], own[4500], *toks = tg_tokens_arg("qwen2_tied"), *ref2 = malloc(4400);
+    snprintf(w, sizeof w, "%s/w", work);
+    snprintf(own, sizeof own, "%s/tokenizer.json", w);
+    snprintf(cmd, sizeof cmd, "cp -r '%s/golden/qwen2_tied' '%s' && chmod -R u+w '%s' && cp '%s/tokenizers/qwen2_5/"
+             "tokenizer.json' '%s'", GM_SHARED_DIR, w, w, GM_SHARED_DIR, own);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(ref2, 4400, "%s/ref2", work);
+    snprintf(cmd, sizeof cmd, "'%s' capture qwen2_tied --weights '%s' %s --ops none --steps 4 --out '%s'", GM_PHASE0, w,
+             toks, ref2);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --tokenizer '%s'", GM_PHASE0, ref2, ref2, own);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "its own tokenizer: %s%s", out, err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --tokenizer '%s'", GM_PHASE0, ref2, ref2, other);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "not the reference's tokenizer (") && strstr(err, "manifest.json: tokenizer fnv1a64:") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    free(toks);
+    free(ref2);
     free(ref);
 }

@@ -1402,3 +1402,23 @@ Test(verify, a_tokenizer_that_is_missing_or_another_models_is_one_line)
     free(ref2);
     free(ref);
 }
+
+/* capture of weights that hold NaN: no reference written (it would hold NaN everywhere), one line saying where to look */
+Test(verify, capture_refuses_to_write_a_reference_of_nan)
+{
+    char w[4400], cmd[16384], out_dir[4400], *out = NULL, *err = NULL, *toks = tg_tokens_arg("qwen3_tied");
+    snprintf(w, sizeof w, "%s/w", work);
+    snprintf(cmd, sizeof cmd, "cp -r '%s/golden/qwen3_tied' '%s' && chmod -R u+w '%s' && /usr/bin/python3 -c \""
+             "import json, struct; p = '%s/model.safetensors'; b = bytearray(open(p, 'rb').read()); "
+             "n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); s, e = h['model.norm.weight']['data_offsets']; "
+             "b[8 + n + s:8 + n + e] = b'\\\\xc0\\\\x7f' * ((e - s) // 2); open(p, 'wb').write(b)\"",
+             GM_SHARED_DIR, w, w, w);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(out_dir, sizeof out_dir, "%s/ref", work);
+    snprintf(cmd, sizeof cmd, "'%s' capture qwen3_tied --weights '%s' %s --out '%s'", GM_PHASE0, w, toks, out_dir);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "the runner's final_norm hold NaN") && strstr(err, "no reference is written") &&
+              strstr(err, "phase0 qwen3_tied --weights ") && tu_lines(err) == 1, "%s", err);
+    cr_expect(!tu_exists(out_dir), "%s was written", out_dir);
+    free(out), free(err), free(toks);
+}

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +57,19 @@ static void sink_op(void *ctx, int layer, rt_op op, const float *rows, int n, in
     gm_npy_write(path, GM_NPY_F4, 2, (const int64_t[]){n, width}, rows, &k->st);
 }
 
+/* x[0..n) finite; else st says which of prompt's outputs is not, and where to look */
+static int nonfinite(gm_status *st, const char *prompt, const char *what, const float *x, size_t n, const char *look)
+{
+    for (size_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i]))
+            return gm_fail(st, GM_EFORMAT, "prompt %s: the runner's %s hold %s (element %zu): no reference is written "
+                           "from them; the weights hold NaN or Inf: %s", prompt, what, isnan(x[i]) ? "NaN" : "Inf", i,
+                           look);
+    return 0;
+}
+
 static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *in, int steps, const char *dir,
-                          const char *name, op_sink *sink, gm_status *st)
+                          const char *name, op_sink *sink, const char *look, gm_status *st)
 {
     const gm_config *c = &m->cfg;
     const int64_t V = c->vocab_size, L = c->n_layers, H = c->emb_dim, T = in->n, K = VF_TOP_K;
@@ -75,6 +87,12 @@ static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *
         rt_result_free(&res);
         return gm_fail(st, sink->st.code, "%s", sink->st.msg);
     }
+    /* a reference is finite: NaN or Inf out of the runner is the weights' (gate 2 names the tensor) */
+    if (nonfinite(st, name, "layers", res.layers, (size_t)(L * T * H), look) ||
+        nonfinite(st, name, "final_norm", res.final_norm, (size_t)(T * H), look)) {
+        rt_result_free(&res);
+        return st->code;
+    }
     int32_t *ids = malloc(sizeof *ids * (size_t)steps), *top = malloc(sizeof *top * (size_t)(steps * K));
     float *vals = malloc(sizeof *vals * (size_t)(steps * K)), *last = malloc(sizeof *last * (size_t)V);
     if (!ids || !top || !vals || !last) {
@@ -90,6 +108,8 @@ static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *
     }
     for (int step = 0; step < steps; step++) {
         const float *lg = res.logits + (size_t)(res.logit_rows - 1) * (size_t)V;
+        if (nonfinite(st, name, "logits", lg, (size_t)V, look))
+            goto out;
         vf_top_k(lg, (int)V, (int)K, top + (size_t)step * K, vals + (size_t)step * K);
         ids[step] = top[(size_t)step * K]; /* greedy: the top-1, ties to the smaller id */
         if (step + 1 == steps) {
@@ -158,13 +178,15 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     for (int i = 0; i < n; i++)
         longest = in[i].n > longest ? in[i].n : longest;
     op_sink sink = {.layers = co->ops};
+    char look[600]; /* where to look when the runner's outputs are not finite */
+    snprintf(look, sizeof look, "phase0 %s --weights %s (gate 2) names the tensor", e->id, weights);
     const rt_options o = {.precision = co->f32 ? RT_F32 : RT_BF16, .diagnosis = 1, .threads = 0,
                           .observer = {sink_wants, sink_op, &sink}};
     if (rt_session_new(&s, &m, &o, longest + co->steps, st))
         goto out;
     for (int i = 0; i < n; i++) {
         char name[16];
-        if (capture_prompt(s, &m, &in[i], co->steps, tmp, vf_prompt_name(in, i, name, sizeof name), &sink, st))
+        if (capture_prompt(s, &m, &in[i], co->steps, tmp, vf_prompt_name(in, i, name, sizeof name), &sink, look, st))
             goto out;
     }
     if (vf_manifest_write(tmp, e, &m, weights, co->steps, in, n, co->f32, co->ops, st))

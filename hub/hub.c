@@ -244,6 +244,17 @@ static int link_blob(const char *rdir, const char *commit, const char *file, con
 }
 
 /* Store bytes as blobs/<blob> (atomically) and link them as snapshots/<commit>/<file>. */
+/* Does the file at path hold exactly data[0..len)? */
+static int same_bytes(const char *path, const void *data, size_t len)
+{
+    char *text = NULL;
+    size_t n = 0;
+    gm_status ignore = {0};
+    const int same = gm_read_file(path, len + 1, &text, &n, &ignore) == 0 && n == len && !memcmp(text, data, len);
+    free(text);
+    return same;
+}
+
 static int cache_put(const char *rdir, const char *commit, const char *file, const char *blob,
                      const void *data, size_t len, gm_status *st)
 {
@@ -255,8 +266,9 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     const int lock = lock_blob(rdir, blob, file, len, st);
     if (lock < 0)
         return st->code;
-    /* a blob another process completed while this one waited is used as it is */
-    if (file_exists(path) || gm_write_file(path, data, len, st) == 0)
+    /* a blob another process completed while this one waited is used as it is, unless its bytes are not these,
+       which were checked against the blob's name (an earlier version cached a cut body under the right name) */
+    if ((file_exists(path) && same_bytes(path, data, len)) || gm_write_file(path, data, len, st) == 0)
         link_blob(rdir, commit, file, blob, st);
     gm_unlock(lock);
     return st->code;
@@ -283,6 +295,22 @@ static void sha256_hex(const void *data, size_t len, char out[65])
     EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
     for (int i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* The git blob id of data: sha1 over "blob <len>\0" and the bytes, the ETag the Hub gives a file not in LFS. */
+static void git_blob_sha1_hex(const void *data, size_t len, char out[41])
+{
+    unsigned char md[20];
+    unsigned int n = 0;
+    char head[32];
+    const int hl = snprintf(head, sizeof head, "blob %zu", len) + 1; /* with its NUL */
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    out[0] = '\0';
+    if (c && EVP_DigestInit_ex(c, EVP_sha1(), NULL) && EVP_DigestUpdate(c, head, (size_t)hl) &&
+        EVP_DigestUpdate(c, data, len) && EVP_DigestFinal_ex(c, md, &n))
+        for (int i = 0; i < 20; i++)
+            snprintf(out + 2 * i, 3, "%02x", md[i]);
+    EVP_MD_CTX_free(c);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -356,6 +384,15 @@ static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revisi
         return gm_hub_error(h, repo, revision, file, x, st);
     if (x->capped)
         return gm_fail(st, GM_EFORMAT, "%s: %s is larger than 64 MiB", repo, file);
+    /* a file outside LFS has its git blob id as ETag: a body that is not it is never cached */
+    if (strlen(x->etag) == 40 && strspn(x->etag, "0123456789abcdef") == 40) {
+        char got[41], u[512];
+        git_blob_sha1_hex(x->body, x->len, got);
+        if (strcmp(got, x->etag) != 0)
+            return gm_fail(st, GM_ENET, "GET %s: the body (%zu bytes, git blob %s) is not the file the Hub announced "
+                           "(ETag %s): a cut transfer, a proxy or a captive portal; run again, or check HF_ENDPOINT",
+                           gm_url_for_message(x->url, u, sizeof u), x->len, got[0] ? got : "?", x->etag);
+    }
     return 0;
 }
 

@@ -24,7 +24,9 @@ written to --ready-file (via F.tmp + rename) and, as "ready {...}", to
 Fault-injection modes (--mode, repeatable): ignore-range, drop-once,
 drop-always, slow, fail-first, redirect-loop, rename, truncate, stall (the
 first GET of each blob from the cdn sends --stall-bytes bytes, says
-"stalled ETAG BYTES" on --events-fd, and sends the rest after SIGUSR1).
+"stalled ETAG BYTES" on --events-fd, and sends the rest after SIGUSR1),
+short-small (a file outside LFS sent 100 bytes short, with a Content-Length
+that agrees and the ETag of the whole file: what a proxy that cuts bodies does).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
@@ -43,7 +45,7 @@ import urllib.parse
 CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
-         "redirect-loop", "rename", "truncate", "stall"}
+         "redirect-loop", "rename", "truncate", "stall", "short-small"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -386,6 +388,9 @@ class HubHandler(Handler):
             return self.redirect(302, loc, [
                 ("X-Repo-Commit", commit), ("X-Linked-Size", blob.size),
                 ("X-Linked-Etag", '"%s"' % blob.etag), ("ETag", '"%s"' % blob.etag)])
+        if "short-small" in st.modes:   # a body cut short whose Content-Length says so, the ETag kept
+            cut = blob.data[:max(len(blob.data) - 100, 0)]
+            blob = Blob(cut, len(cut), False, blob.etag)
         self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)],
                        limit_half="truncate" in st.modes)
 

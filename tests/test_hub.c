@@ -422,6 +422,27 @@ Test(hub, a_truncated_body_is_an_error_not_a_short_file)
     free(err);
 }
 
+/*
+** A file outside LFS whose body is not its git blob id (cut short by a proxy, with a Content-Length that agrees) is
+** a network error naming the URL, and nothing is cached: the next run against a sound Hub is not poisoned by it.
+*/
+Test(hub, a_small_file_that_is_not_its_etag_is_never_cached)
+{
+    const char *args[] = {"--mode", "short-small", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    cr_assert(strstr(err, "/Qwen/Qwen2-0.5B/resolve/main/config.json: the body (") &&
+              strstr(err, "is not the file the Hub announced (ETag ") && tu_lines(err) == 1, "%s", err);
+    cr_assert(!tu_exists(hub.out));
+    char cmd[8192], *out = NULL;
+    snprintf(cmd, sizeof cmd, "find '%s' -path '*models--Qwen--Qwen2-0.5B/blobs/*' -type f 2>/dev/null; true", hub.home);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_expect_str_eq(out, "", "a blob was cached");
+    free(out);
+    free(err);
+}
+
 Test(hub, a_redirect_loop_is_cut_short)
 {
     const char *args[] = {"--mode", "redirect-loop", NULL};

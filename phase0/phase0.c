@@ -218,7 +218,7 @@ static const char *dequantized(const gm_config *c)
 {
     static const char *const what[] = {"", "; the projections dequantized to bf16 from their AWQ tensors "
         "(qweight, qzeros, scales)", "; the projections dequantized to bf16 from their GPTQ tensors (qweight, "
-        "qzeros, scales, g_idx)", "; the projections dequantized to bf16 from their FP8 tensors (weight, "
+        "qzeros, scales, and g_idx where the checkpoint has one)", "; the projections dequantized to bf16 from their FP8 tensors (weight, "
         "weight_scale_inv)", "; the projections dequantized to bf16 from their Q4NX blocks"};
     return c->quant.method <= GM_QUANT_Q4NX ? what[c->quant.method] : "";
 }

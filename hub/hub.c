@@ -626,6 +626,10 @@ static int head_take(const gm_hub *h, const char *repo, const char *commit, head
     if (st_header_len(j->bytes, j->len, &n, j->file, st))
         return st->code;
     const size_t total = 8 + (size_t)n;
+    unsigned long long a = 0, b = 0, size = 0; /* the whole file's size, as a 206 gives it */
+    if (x->status == 206 && sscanf(x->content_range, "bytes %llu-%llu/%llu", &a, &b, &size) == 3 && total > size)
+        return gm_fail(st, GM_EFORMAT, "%s: the safetensors header says %zu bytes, more than the whole file's %llu: "
+                       "not a safetensors file (%s at %s)", j->file, total, size, repo, commit);
     if (j->len >= total) {
         j->len = total;
         j->need = 0;

@@ -791,6 +791,27 @@ Test(hub, download_draws_a_progress_bar_on_a_terminal)
     free(out);
 }
 
+/* A safetensors header that says it is longer than the whole file is bad input (exit 1), named so, not a network error. */
+Test(hub, a_header_longer_than_its_file_is_bad_input)
+{
+    char dir[4400], cmd[16384], serve[4500];
+    snprintf(dir, sizeof dir, "%s/over", hub.work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s/golden/qwen2_tied/config.json' '%s/' && /usr/bin/python3 -c \""
+             "import struct; b = open('%s/golden/qwen2_tied/model.safetensors', 'rb').read(); "
+             "open('%s/model.safetensors', 'wb').write(struct.pack('<Q', len(b) + 1000) + b[8:])\"",
+             dir, GM_SHARED_DIR, dir, GM_SHARED_DIR, dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    snprintf(serve, sizeof serve, "test/over=%s", dir);
+    const char *args[] = {"--serve", serve, NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "test/over", &err), 1, "%s", err);
+    cr_assert(strstr(err, "model.safetensors: the safetensors header says ") &&
+              strstr(err, "more than the whole file's") && tu_lines(err) == 1, "%s", err);
+    cr_assert(!tu_exists(hub.out));
+    free(err);
+}
+
 Test(hub, download_keeps_the_tokenizer_with_the_weights_and_phase0_passes_on_them)
 {
     char serve[4400];

@@ -362,8 +362,11 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
     if (x->status >= 500)
         return gm_fail(st, GM_ENET, "GET %s: server error %ld after %d attempts; try again later", u, x->status,
                        x->attempts);
-    return gm_fail(st, GM_ENET, "GET %s: unexpected HTTP status %ld%s%s", u, x->status,
-                   x->error_message[0] ? ": " : "", x->error_message);
+    if (x->status == 403) /* without the Hub's error code: a storage host's refusal, e.g. a signed URL expired */
+        return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); a signed download link may have expired: run again, "
+                       "which asks the Hub for a fresh one", u, x->error_message[0] ? ": " : "", x->error_message);
+    return gm_fail(st, GM_ENET, "GET %s: unexpected HTTP status %ld%s%s; run again, or check HF_ENDPOINT", u,
+                   x->status, x->error_message[0] ? ": " : "", x->error_message);
 }
 
 static int ok_status(long s) { return s >= 200 && s < 300; }

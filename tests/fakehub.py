@@ -26,7 +26,9 @@ drop-always, slow, fail-first, redirect-loop, rename, truncate, stall (the
 first GET of each blob from the cdn sends --stall-bytes bytes, says
 "stalled ETAG BYTES" on --events-fd, and sends the rest after SIGUSR1),
 short-small (a file outside LFS sent 100 bytes short, with a Content-Length
-that agrees and the ETag of the whole file: what a proxy that cuts bodies does).
+that agrees and the ETag of the whole file: what a proxy that cuts bodies does),
+cdn-403 (every blob from the cdn refused with 403 and no Hub error code: a
+signed link that expired).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
@@ -45,7 +47,7 @@ import urllib.parse
 CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
-         "redirect-loop", "rename", "truncate", "stall", "short-small"}
+         "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -462,6 +464,8 @@ class CdnHandler(Handler):
                 blob = cand
         if blob is None:
             return self.error(404, "Blob not found")
+        if "cdn-403" in st.modes:                # as a storage host answers a signed link that expired
+            return self.error(403, "Request has expired")
         drop = self.command == "GET" and st.should_drop(blob.etag)
         stall = self.command == "GET" and st.should_stall(blob.etag)
         self.send_blob(blob, [("ETag", '"%s"' % blob.etag)],

@@ -791,6 +791,19 @@ Test(hub, download_draws_a_progress_bar_on_a_terminal)
     free(out);
 }
 
+/* A storage host's 403 (a signed link that expired) is one line naming the URL and saying what to do. */
+Test(hub, a_cdn_refusal_says_to_run_again)
+{
+    const char *args[] = {"--mode", "cdn-403", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    cr_assert(strstr(err, "GET http://127.0.0.1:") && strstr(err, "refused (403: Request has expired); a signed "
+              "download link may have expired: run again") && tu_lines(err) == 1, "%s", err);
+    cr_assert(!tu_exists(hub.out));
+    free(err);
+}
+
 /* A safetensors header that says it is longer than the whole file is bad input (exit 1), named so, not a network error. */
 Test(hub, a_header_longer_than_its_file_is_bad_input)
 {

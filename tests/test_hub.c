@@ -823,6 +823,12 @@ Test(hub, a_header_longer_than_its_file_is_bad_input)
               strstr(err, "more than the whole file's") && tu_lines(err) == 1, "%s", err);
     cr_assert(!tu_exists(hub.out));
     free(err);
+    /* download fetches it whole (its sha256 is the Hub's), then reads it as the gates will: no folder printed */
+    char *out = NULL;
+    cr_assert_eq(gm(NULL, "download test/over", &out, &err), 1, "%s%s", out, err);
+    cr_assert(strstr(err, "/model.safetensors: file ends after ") && tu_lines(err) == 1 && !*out, "%s%s", out, err);
+    free(out);
+    free(err);
 }
 
 Test(hub, download_keeps_the_tokenizer_with_the_weights_and_phase0_passes_on_them)

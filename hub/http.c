@@ -185,7 +185,16 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
     (void)ulnow;
     gm_xfer *x = userdata;
     const double t = now();
-    if (t - x->last_draw < 0.1 && dlnow < dltotal)
+    /* a body that stops growing for the timeout ends, however much came before: a read timeout, as
+       huggingface_hub's (libcurl's low-speed check averages over seconds, and lets a trickle through) */
+    if ((long long)dlnow != x->rx) {
+        x->rx = (long long)dlnow;
+        x->last_rx = t;
+    } else if (t - x->last_rx > (double)x->stall_seconds) {
+        x->stalled = 1;
+        return 1;
+    }
+    if (!x->draw || (t - x->last_draw < 0.1 && dlnow < dltotal))
         return 0;
     x->last_draw = t;
     const uint64_t done = x->have + (uint64_t)dlnow, total = x->total ? x->total : done;
@@ -275,11 +284,14 @@ static int setup(gm_hub *h, gm_xfer *x)
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (h->progress && x->fd >= 0) {
-        curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
-    }
+    x->draw = h->progress && x->fd >= 0;
+    x->stalled = 0;
+    x->rx = 0;
+    x->last_rx = now();
+    x->stall_seconds = h->stall_seconds;
+    curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(e, CURLOPT_XFERINFODATA, x);
     return 0;
 }
 
@@ -370,6 +382,10 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                 if (xs[i]->easy == msg->easy_handle)
                     x = xs[i];
             x->result = msg->data.result;
+            if (x->result == CURLE_ABORTED_BY_CALLBACK && x->stalled) { /* on_progress: a read timeout */
+                x->result = CURLE_OPERATION_TIMEDOUT;
+                snprintf(x->errbuf, sizeof x->errbuf, "no bytes for %ld s", x->stall_seconds);
+            }
             curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
             curl_off_t got = 0;
             curl_easy_getinfo(x->easy, CURLINFO_SIZE_DOWNLOAD_T, &got);

@@ -60,6 +60,10 @@ typedef struct gm_xfer {
     struct curl_slist *headers;
     double not_before;
     double last_draw;
+    double last_rx;         /* when the body last grew (or the request started) */
+    long long rx;           /* its bytes then */
+    long stall_seconds;     /* how long it may stop growing (HF_HUB_DOWNLOAD_TIMEOUT) */
+    int draw, stalled;      /* draw the progress bar; ended here for stalling */
     int active, done;
 } gm_xfer;
 

@@ -28,7 +28,8 @@ first GET of each blob from the cdn sends --stall-bytes bytes, says
 short-small (a file outside LFS sent 100 bytes short, with a Content-Length
 that agrees and the ETag of the whole file: what a proxy that cuts bodies does),
 cdn-403 (every blob from the cdn refused with 403 and no Hub error code: a
-signed link that expired).
+signed link that expired), trickle (the cdn sends 1000 bytes, pauses --slow
+seconds, and so on: a link that keeps stalling after a little).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
@@ -47,7 +48,7 @@ import urllib.parse
 CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
-         "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403"}
+         "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -289,7 +290,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 piece = piece[cut:]
                 self.state.event("stalled %s %d" % (stall[0], self.sent))
                 self.state.release.wait(self.state.args.max_seconds)
-            self.wfile.write(piece)
+            if "trickle" in self.state.modes and self.role == "cdn":   # 1000 bytes, a pause of --slow s, ...
+                for k in range(0, len(piece), 1000):
+                    self.wfile.write(piece[k:k + 1000])
+                    self.wfile.flush()
+                    time.sleep(self.state.args.slow)
+            else:
+                self.wfile.write(piece)
             self.sent += len(piece)
             if limit is not None and self.sent >= limit:
                 break

@@ -353,6 +353,17 @@ Test(hub, a_stalled_transfer_times_out)
     free(err);
 }
 
+/* A link that keeps stalling after a little (1000 bytes, 2 s, ...) times out too, as a read timeout does. */
+Test(hub, a_link_that_keeps_stalling_times_out)
+{
+    const char *args[] = {"--mode", "trickle", "--slow", "2", NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold("HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    cr_assert(strstr(err, "timed out") && strstr(err, "no bytes for 1 s") && tu_lines(err) == 1, "%s", err);
+    free(err);
+}
+
 /* A Hub that cannot be reached: the error is the one line, with no transfer summary beside it. */
 Test(hub, an_unreachable_hub_is_one_line_without_the_transfer_summary)
 {

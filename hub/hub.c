@@ -243,7 +243,6 @@ static int link_blob(const char *rdir, const char *commit, const char *file, con
     return 0;
 }
 
-/* Store bytes as blobs/<blob> (atomically) and link them as snapshots/<commit>/<file>. */
 /* Does the file at path hold exactly data[0..len)? */
 static int same_bytes(const char *path, const void *data, size_t len)
 {
@@ -255,6 +254,7 @@ static int same_bytes(const char *path, const void *data, size_t len)
     return same;
 }
 
+/* Store bytes as blobs/<blob> (atomically) and link them as snapshots/<commit>/<file>. */
 static int cache_put(const char *rdir, const char *commit, const char *file, const char *blob,
                      const void *data, size_t len, gm_status *st)
 {

@@ -268,6 +268,16 @@ static int read_shard(gm_shard *sh, const char *dir, const char *heads, const ch
     return 0;
 }
 
+/* The JSON file at path into *data, and path into *kept, which messages name it by. */
+static int read_kept(const char *path, char **data, size_t *len, char **kept, gm_status *st)
+{
+    if (gm_read_file(path, MAX_JSON_FILE, data, len, st))
+        return st->code;
+    if (!(*kept = strdup(path)))
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
+    return 0;
+}
+
 int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
                          const char *repo_override, gm_status *st)
 {
@@ -286,12 +296,8 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
         gm_fail(st, GM_EMISSING, "%s: missing: a model folder holds config.json", path);
         goto fail;
     }
-    if (gm_read_file(path, MAX_JSON_FILE, &s->config, &s->config_len, st))
+    if (read_kept(path, &s->config, &s->config_len, &s->config_path, st))
         goto fail;
-    if (!(s->config_path = strdup(path))) {
-        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-        goto fail;
-    }
 
     if (repo_override) {
         if (!gm_repo_id_valid(repo_override)) {
@@ -351,12 +357,8 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads,
                 "model.q4nx), found none", dir);
         goto fail;
     }
-    if (gm_read_file(path, MAX_JSON_FILE, &s->index, &s->index_len, st))
+    if (read_kept(path, &s->index, &s->index_len, &s->index_path, st))
         goto fail;
-    if (!(s->index_path = strdup(path))) {
-        gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-        goto fail;
-    }
     if (st_index_shards(s->index, s->index_len, path, &names, &n_names, st))
         goto fail;
     s->shards = calloc(n_names ? n_names : 1, sizeof *s->shards);

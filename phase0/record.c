@@ -119,7 +119,7 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
     FILE *out = begin(path, &old, &len, &buf, &blen, st);
     if (!out)
         return st->code;
-    char *kept = malloc(len + 8); /* the blockers section's lines kept, in order, while in it */
+    char *kept = malloc(len + 1); /* the blockers section's lines kept, in order, while in it */
     size_t nk = 0;
     if (!kept) {
         fclose(out);
@@ -155,17 +155,19 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
             nk = 0;
             under_ours = 0;
         } else if (in_section) {
-            if (memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK))) /* ours, and what is indented under it, go */
+            /* ours goes, and what is indented under it; the rest but the placeholder is kept */
+            if (memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK))) {
                 under_ours = 1;
-            else if (under_ours && (line[0] == ' ' || line[0] == '\t'))
-                ;
-            else if ((under_ours = 0, !is_none(line, n)))
-                memcpy(kept + nk, line, n), nk += n;
+            } else if (!under_ours || (line[0] != ' ' && line[0] != '\t')) {
+                under_ours = 0;
+                if (!is_none(line, n)) {
+                    memcpy(kept + nk, line, n);
+                    nk += n;
+                }
+            }
         } else {
             fwrite(line, 1, n, out);
         }
-        if (!ended && in_section && nk && kept[nk - 1] != '\n') /* the file's last line, in the section */
-            nk += (size_t)sprintf(kept + nk, "%s", eol);
         line += n;
     }
     if (in_section) /* the section ran to the end of the file */

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gm/io.h"
 #include "config_check.h"
+#include "gm/io.h"
 #include "gm/runner.h"
 
 /* The observer's state: which layers, where their ops go, the first error. */

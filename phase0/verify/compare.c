@@ -145,14 +145,13 @@ static int load_choices(const char *dir, const char *name, int64_t V, int is_ref
 ** dir/name's layers.npy [L][T][H] and final_norm.npy [T][H], each when there; the reference's
 ** (is_ref) required, as capture writes both, and finite.
 */
-static int load_layers(const char *dir, const char *name, int64_t L, int64_t T, int64_t H, int with_norm,
-                       int is_ref, side *s, gm_status *st)
+static int load_layers(const char *dir, const char *name, int64_t L, int64_t T, int64_t H, int is_ref, side *s,
+                       gm_status *st)
 {
     int64_t lsh[3] = {L, T, H}, nsh[2] = {T, H};
     if (!(s->layers = vf_load(dir, name, "layers.npy", GM_NPY_F4, 3, lsh, st)) && st->code)
         return st->code;
-    if (with_norm && !st->code)
-        s->final_norm = vf_load(dir, name, "final_norm.npy", GM_NPY_F4, 2, nsh, st);
+    s->final_norm = vf_load(dir, name, "final_norm.npy", GM_NPY_F4, 2, nsh, st);
     if (st->code || !is_ref)
         return st->code;
     if (!s->layers || !s->final_norm)
@@ -425,8 +424,8 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
     if (load_last_logits(ref, name, rm->vocab, 1, &r, st) ||
         (!gp && load_last_logits(cand, name, rm->vocab, 0, &c, st)))
         goto out;
-    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, 1, &r, st) ||
-        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, 1, 0, &c, st)))
+    if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
+        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, 0, &c, st)))
         goto out;
     if (measure_tokens(&r, &c, tok, p, st))
         goto out;

@@ -107,6 +107,20 @@ static int scaffold(const char *env, const char *repo, char **err)
     return gm(env, args, NULL, err);
 }
 
+/*
+** The fake Hub started with args, then gen-model repo (env added): its stderr, once its exit status is
+** `status` and nothing was written to --out.
+*/
+static char *refused(const char *const *args, const char *env, const char *repo, int status)
+{
+    hub_start(args);
+    char *err = NULL;
+    const int rc = scaffold(env, repo, &err);
+    cr_assert_eq(rc, status, "exit %d: %s", rc, err);
+    cr_assert(!tu_exists(hub.out), "%s was written: %s", hub.out, err);
+    return err;
+}
+
 /* Lines of the request log that contain every one of the given strings. */
 static int log_count(const char *a, const char *b)
 {
@@ -324,21 +338,16 @@ Test(hub, server_errors_and_rate_limits_are_retried_with_backoff)
 Test(hub, persistent_rate_limiting_gives_up_with_a_message)
 {
     const char *args[] = {"--fail-first", "50", "--fail-status", "429", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "rate limited (429) after 5 attempts"), "%s", err);
     cr_assert_eq(log_count("\"status\": 429", NULL), 5, "bounded retries");
-    cr_assert(!tu_exists(hub.out));
     free(err);
 }
 
 Test(hub, persistent_server_errors_give_up_with_a_message)
 {
     const char *args[] = {"--fail-first", "50", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "server error 503 after 5 attempts"), "%s", err);
     free(err);
 }
@@ -346,9 +355,7 @@ Test(hub, persistent_server_errors_give_up_with_a_message)
 Test(hub, a_stalled_transfer_times_out)
 {
     const char *args[] = {"--mode", "slow", "--slow", "4", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold("HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 5);
+    char *err = refused(args, "HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "timed out") && strstr(err, "HF_HUB_DOWNLOAD_TIMEOUT"), "%s", err);
     free(err);
 }
@@ -357,9 +364,7 @@ Test(hub, a_stalled_transfer_times_out)
 Test(hub, a_link_that_keeps_stalling_times_out)
 {
     const char *args[] = {"--mode", "trickle", "--slow", "2", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold("HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    char *err = refused(args, "HF_HUB_DOWNLOAD_TIMEOUT=1", "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "timed out") && strstr(err, "no bytes for 1 s") && tu_lines(err) == 1, "%s", err);
     free(err);
 }
@@ -425,11 +430,8 @@ Test(hub, bad_hub_settings_are_one_line_naming_them_before_any_request)
 Test(hub, a_truncated_body_is_an_error_not_a_short_file)
 {
     const char *args[] = {"--mode", "truncate", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "truncated"), "%s", err);
-    cr_assert(!tu_exists(hub.out));
     free(err);
 }
 
@@ -440,12 +442,9 @@ Test(hub, a_truncated_body_is_an_error_not_a_short_file)
 Test(hub, a_small_file_that_is_not_its_etag_is_never_cached)
 {
     const char *args[] = {"--mode", "short-small", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "/Qwen/Qwen2-0.5B/resolve/main/config.json: the body (") &&
               strstr(err, "is not the file the Hub announced (ETag ") && tu_lines(err) == 1, "%s", err);
-    cr_assert(!tu_exists(hub.out));
     char cmd[8192], *out = NULL;
     snprintf(cmd, sizeof cmd, "find '%s' -path '*models--Qwen--Qwen2-0.5B/blobs/*' -type f 2>/dev/null; true", hub.home);
     cr_assert_eq(tu_run(cmd, &out, NULL), 0);
@@ -457,9 +456,7 @@ Test(hub, a_small_file_that_is_not_its_etag_is_never_cached)
 Test(hub, a_redirect_loop_is_cut_short)
 {
     const char *args[] = {"--mode", "redirect-loop", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "redirects (a redirect loop)"), "%s", err);
     cr_assert_leq(log_count("config.json", NULL), 11);
     free(err);
@@ -806,12 +803,9 @@ Test(hub, download_draws_a_progress_bar_on_a_terminal)
 Test(hub, a_cdn_refusal_says_to_run_again)
 {
     const char *args[] = {"--mode", "cdn-403", NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    char *err = refused(args, NULL, "Qwen/Qwen2-0.5B", 5);
     cr_assert(strstr(err, "GET http://127.0.0.1:") && strstr(err, "refused (403: Request has expired); a signed "
               "download link may have expired: run again") && tu_lines(err) == 1, "%s", err);
-    cr_assert(!tu_exists(hub.out));
     free(err);
 }
 
@@ -827,12 +821,9 @@ Test(hub, a_header_longer_than_its_file_is_bad_input)
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     snprintf(serve, sizeof serve, "test/over=%s", dir);
     const char *args[] = {"--serve", serve, NULL};
-    hub_start(args);
-    char *err = NULL;
-    cr_assert_eq(scaffold(NULL, "test/over", &err), 1, "%s", err);
+    char *err = refused(args, NULL, "test/over", 1);
     cr_assert(strstr(err, "model.safetensors: the safetensors header says ") &&
               strstr(err, "more than the whole file's") && tu_lines(err) == 1, "%s", err);
-    cr_assert(!tu_exists(hub.out));
     free(err);
     /* download fetches it whole (its sha256 is the Hub's), then reads it as the gates will: no folder printed */
     char *out = NULL;

@@ -108,17 +108,6 @@ static int interrupted(const gm_status *st)
     return GM_EXIT_INTERRUPTED;
 }
 
-/* What was downloaded, read as the gates will read it: config.json and every shard's header against its file. */
-static int check_download(const char *dir, gm_status *st)
-{
-    gm_snapshot snap;
-    if (gm_snapshot_open_dir(&snap, dir, NULL, st) == 0) {
-        gm_snapshot_read_headers(&snap, dir, NULL, st);
-        gm_snapshot_free(&snap);
-    }
-    return st->code;
-}
-
 static int download(const char *repo, const char *revision)
 {
     gm_status st = {0};
@@ -128,8 +117,7 @@ static int download(const char *repo, const char *revision)
         fprintf(stderr, "gen-model: download: expected a Hub repo id ORG/NAME, found '%s'\n", repo);
         return GM_EXIT_USAGE;
     }
-    if (gm_sources_hub(&src, &st) == 0 && gm_hub_download(&src.hub, repo, revision, dir, sizeof dir, &st) == 0 &&
-        check_download(dir, &st) == 0)
+    if (gm_sources_hub(&src, &st) == 0 && gm_hub_download(&src.hub, repo, revision, dir, sizeof dir, &st) == 0)
         printf("%s\n", dir);
     if (gm_interrupted()) {
         gm_sources_free(&src);

@@ -809,6 +809,29 @@ static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
 }
 
 /* One safetensors file into blobs/<sha256>, resumable, verified, then linked. */
+/*
+** A weights file fetched whole (the Hub's bytes, by their sha256) read as the gates will read it: its
+** safetensors header against its size. Read from the blob, which no other client rewrites (a snapshot's
+** link may be between its unlink and its symlink in huggingface_hub's hands), and named by its place in
+** the snapshot too.
+*/
+static int blob_header_ok(const char *blob, const char *dir, const char *file, gm_status *st)
+{
+    struct stat sb;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    st_header h;
+    if (stat(blob, &sb) != 0)
+        return gm_fail(st, GM_EIO, "%s: %s", blob, strerror(errno));
+    if (st_read_header_bytes(blob, &bytes, &n, st) == 0 &&
+        st_header_parse(&h, bytes, n, (uint64_t)sb.st_size, blob, st) == 0)
+        st_header_free(&h);
+    free(bytes);
+    if (st->code)
+        gm_prefix(st, "%s/%s", dir, file);
+    return st->code;
+}
+
 static int download_file(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
 {
     char rdir[PATH_MAX], url[4096], blob[PATH_MAX], part[PATH_MAX], u[4096];
@@ -840,7 +863,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
     pathf(part, sizeof part, "%s.incomplete", blob);
     if (file_exists(blob))
-        return link_blob(rdir, commit, file, etag, st);
+        return blob_header_ok(blob, dir, file, st) || link_blob(rdir, commit, file, etag, st);
     char blobs[PATH_MAX];
     pathf(blobs, sizeof blobs, "%s/blobs", rdir);
     if (gm_mkdir_p(blobs, st))
@@ -947,7 +970,8 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         gm_fail(st, GM_EIO, "%s: cannot move into place: %s", blob, strerror(errno));
         goto out;
     }
-    link_blob(rdir, commit, file, etag, st);
+    if (blob_header_ok(blob, dir, file, st) == 0)
+        link_blob(rdir, commit, file, etag, st);
 out:
     EVP_MD_CTX_free(sha);
     close(fd);

@@ -17,7 +17,8 @@
 
 enum {
     BAND = GM_BAND,
-    CHUNK = 4,    /* neighbouring bands per task, sharing each k-block of X while it is in cache */
+    CHUNK = 4,    /* neighbouring bands per task on one thread, sharing each k-block of X while it is in cache */
+    TASKS_EACH = 8, /* on more threads, tasks of an output for each thread (chunk_bands) */
     MR = 4,       /* rows of X per dot call (gm_tier.dot takes at most 4) */
     GEMV_MIN = 64 /* one-row parts are whole multiples of this many columns */
 };
@@ -303,6 +304,23 @@ static void swiglu_part(void *ctx, int i)
 }
 
 /*
+** The bands a task takes (T > 1): CHUNK on one thread; on more, few enough
+** that every output is at least TASKS_EACH tasks for each thread, so that a
+** thread the machine's neighbours slow hands its share to the others, and
+** at least one: o and down, eight bands, were one task a thread. On a Zen 3
+** with two threads (bench/HISTORY.md), 28 layers' projections at 32 rows
+** took 0.93x the time they took in tasks of CHUNK bands (medians of 30
+** runs each, in turns), at 512 rows no longer.
+*/
+static int chunk_bands(int N, int threads)
+{
+    if (threads == 1)
+        return CHUNK;
+    const int c = (N + BAND - 1) / BAND / (TASKS_EACH * threads);
+    return c < 1 ? 1 : c > CHUNK ? CHUNK : c;
+}
+
+/*
 ** W (in, out), row-major or in panels. A tier whose register tiles are
 ** wider than the panels (AVX-512's 32 columns on panels of 16) hands the
 ** product to the portable tier, which reads panels of any width.
@@ -315,7 +333,7 @@ static void matmul_kn(gm_pool *p, mm_job *j)
         j->k = tiers[TIERS - 1];
     if (j->T > 1) {
         for (int u = 0; u < j->n_units; u++)
-            set_parts(j, u, CHUNK * BAND);
+            set_parts(j, u, chunk_bands(j->outs[u * j->step].N, gm_pool_threads(p)) * BAND);
         gm_pool_run(p, j->first[j->n_units], matmul_chunk, j);
         return;
     }

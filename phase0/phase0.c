@@ -634,33 +634,34 @@ static void progress_entry(const run *r, char *out, size_t size)
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (r->tok)
-        p0_shown(r->top5_text[0], top, sizeof top);
+        p0_md(r->top5_text[0], 0, top, sizeof top);
     for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
         k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
                       r->g[i].pass ? "PASS" : "FAIL");
-    char baseline[3000], prompt[2000];
+    char baseline[3000], prompt[2000], weights[4200];
     if (r->have_top5) /* the numbers gate 2 measured, and only those */
         snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; "
                  "logits %s (std %.3f, entropy %.3f of uniform)", r->prompt ? "prompt \"" : "",
-                 r->prompt ? p0_shown(r->prompt, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens, top,
+                 r->prompt ? p0_md(r->prompt, 0, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens, top,
                  r->top5[0], r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std,
                  r->entropy_ratio);
     else if (r->res.logits) /* it ran, and its logits were not finite: nothing to show but what gate 2 said */
-        snprintf(baseline, sizeof baseline, "ran, logits not finite (%s)", r->g[1].detail);
+        snprintf(baseline, sizeof baseline, "ran, logits not finite (%s)", p0_md(r->g[1].detail, 0, prompt, sizeof prompt));
     else if (r->g[1].cause && strncmp(r->g[1].cause, "not run", 7) == 0) /* it never ran, and says why */
         snprintf(baseline, sizeof baseline, "%s", r->g[1].cause);
-    else /* it stopped before the prefill */
-        snprintf(baseline, sizeof baseline, "not run (%s: %s)", r->g[1].cause ? r->g[1].cause : "?", r->g[1].detail);
+    else /* it stopped before the prefill (its detail may name a path) */
+        snprintf(baseline, sizeof baseline, "not run (%s: %s)", r->g[1].cause ? r->g[1].cause : "?",
+                 p0_md(r->g[1].detail, 0, prompt, sizeof prompt));
     snprintf(out, size,
              "## Phase 0: %s (%s)\n"
-             "- Model: %s @ %s (`%s`), weights from `%s`\n"
+             "- Model: %s @ %s (`%s`), weights from %s\n"
              "- Resolved config: n_layers %d, emb_dim %d, n_heads %d, n_kv_heads %d, head_dim %d, hidden_dim %d, "
              "vocab %d, rope_base %.17g, tie_word_embeddings %s\n"
              "- CPU helpers kept: rms_norm, attention_reference, softmax\n"
              "- Baseline: %s\n"
              "- Gates: %s\n",
              all_pass(r) ? "PASS" : "FAIL", date, r->e->repo, r->e->commit[0] ? r->e->commit : "(local)", r->e->id,
-             r->weights, c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size,
+             p0_md(r->weights, 1, weights, sizeof weights), c.n_layers, c.emb_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.hidden_dim, c.vocab_size,
              c.rope_base, c.tie_word_embeddings ? "true" : "false", baseline, verdicts);
 }
 
@@ -806,6 +807,16 @@ int main(int argc, char **argv)
         fprintf(stderr, ")\n");
         return EXIT_USAGE;
     }
+    if ((r.prompt || instruct) && tokens_arg) {
+        fprintf(stderr, "phase0: --%s and --tokens each choose the prompt: give one of them\n",
+                r.prompt ? "prompt" : "instruct");
+        return EXIT_USAGE;
+    }
+    if (r.prompt && !*r.prompt) {
+        fprintf(stderr, "phase0: --prompt: expected text, found an empty string; leave it out for the canonical "
+                "prompt\n");
+        return EXIT_USAGE;
+    }
     if (instruct && !r.prompt)
         r.prompt = canonical("prompts/instruct.txt", 0, r.prompt_buf, sizeof r.prompt_buf);
 
@@ -843,6 +854,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "phase0: --tokens: expected ids like 1,2,3, found '%s'\n", tokens_arg);
         return EXIT_USAGE;
     }
+    gm_config cfg;
+    r.e->config(&cfg);
+    for (int i = 0; i < r.n_tokens; i++)
+        if (r.tokens[i] < 0 || r.tokens[i] >= cfg.vocab_size) {
+            fprintf(stderr, "phase0: --tokens: expected ids in [0, %d) (%s's vocab_size), found %d at position %d\n",
+                    cfg.vocab_size, r.e->id, (int)r.tokens[i], i + 1);
+            free(r.tokens);
+            return EXIT_USAGE;
+        }
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
     struct stat sb;
     if (stat(tpath, &sb) == 0 && gm_tokenizer_load(&r.tok, tpath, &st)) {

@@ -25,6 +25,35 @@ const char *p0_shown(const char *s, char *out, size_t size)
     return out;
 }
 
+const char *p0_md(const char *s, int code, char *out, size_t size)
+{
+    char *shown = malloc(size);
+    if (!shown) {
+        out[0] = '\0';
+        return out;
+    }
+    p0_shown(s, shown, size);
+    int fence = 0; /* the longest run of backticks in s, plus one */
+    for (int i = 0, run = 0; shown[i]; i++)
+        if ((run = shown[i] == '`' ? run + 1 : 0) > fence - 1)
+            fence = run + 1;
+    fence = code ? (fence ? fence : 1) : 0;
+    const int pad = code && fence > 1; /* a space inside the fence, so that s may start or end with a backtick */
+    size_t k = 0;
+    for (int i = 0; i < fence + pad && k + 1 < size; i++)
+        out[k++] = i < fence ? '`' : ' ';
+    for (const char *p = shown; *p && k + 6 + (size_t)fence < size; p++) {
+        if (strncmp(p, "<!--", 4) == 0)
+            out[k++] = '<', out[k++] = '\\', p++;
+        out[k++] = *p;
+    }
+    for (int i = 0; i < fence + pad && k + 1 < size; i++)
+        out[k++] = i < pad ? ' ' : '`';
+    out[k] = '\0';
+    free(shown);
+    return out;
+}
+
 #define BEGIN "<!-- phase0:begin -->"
 #define END "<!-- phase0:end -->"
 #define BLOCKER_MARK "<!-- phase0 -->"

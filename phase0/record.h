@@ -26,4 +26,13 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
 */
 const char *p0_shown(const char *s, char *out, size_t size);
 
+/*
+** s for a line of progress.md or TODO.md: p0_shown, with "<!--" written
+** "<\\!--", so that no text of the user's (a prompt, a path) starts a
+** comment, nor reads as the marks the records find their blocks by. With
+** code set, s as a Markdown code span: between runs of backticks longer
+** than any in s. Returns out.
+*/
+const char *p0_md(const char *s, int code, char *out, size_t size);
+
 #endif

@@ -741,13 +741,28 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
               tu_lines(err) == 1 && !strstr(out, "gate"), "%s%s", out, err);
     char *after = tu_read(todo, NULL);
     cr_expect_str_eq(after, before, "TODO.md changed");
-    free(out), free(err), free(after), free(before);
+    free(out), free(err), free(after);
+    /* two prompts, or ids the model has no row for: usage errors too, and nothing recorded */
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    const char *const typos[][2] = {{"--prompt 'Hello'", "--prompt and --tokens each choose the prompt"},
+                                    {"--instruct", "--instruct and --tokens each choose the prompt"},
+                                    {"--tokens 5,6,100000", "found 100000 at position 3"}};
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        snprintf(extra, sizeof extra, "%s %s --models '%s'", i < 2 ? toks : "", typos[i][0], models);
+        cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s: %s%s", typos[i][0], out, err);
+        cr_expect(strstr(err, typos[i][1]) && tu_lines(err) == 1 && !strstr(out, "gate"), "%s: %s%s", typos[i][0],
+                  out, err);
+        free(out), free(err);
+        after = tu_read(todo, NULL);
+        cr_expect_str_eq(after, before, "%s: TODO.md changed", typos[i][0]);
+        free(after);
+    }
     /* a file where the folder belongs: said as such */
     snprintf(weights, sizeof weights, "%s/golden/llama_untied/config.json", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
     cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s%s", out, err);
     cr_expect(strstr(err, "config.json: expected a model folder, found a file") && tu_lines(err) == 1, "%s", err);
-    free(out), free(err);
+    free(out), free(err), free(before);
     /* a --models folder that does not hold the model: said before the gates, not after them */
     snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
     snprintf(extra, sizeof extra, "%s --models '%s'", toks, work);
@@ -780,6 +795,47 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     char *progress = tu_read(cmd, NULL);
     cr_expect(strstr(progress, "## Phase 0: FAIL") && strstr(progress, "- Baseline: not run: the weights did not load\n") &&
               !strstr(progress, "top-1 \"\" (id 0)"), "%s", progress);
+    free(progress);
+    free(toks);
+    tu_rmtree(work);
+}
+
+/* the number of times needle occurs in s */
+static int occurrences(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+Test(phase0, a_path_or_prompt_that_holds_lines_or_marks_is_recorded_on_its_line)
+{
+    /* a folder whose name holds a newline, backticks and progress.md's own end mark */
+    char *work = tu_tmpdir(), models[4400], cmd[16384], weights[4400], path[4500], *out = NULL, *err = NULL;
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(weights, sizeof weights, "%s/w`x\n- [x] Phase 1: injected\n<!-- phase0:end -->\n", work);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp -r '%s/llama_untied' '%s/' && ln -s '%s/golden/llama_untied' '%s'",
+             models, GM_GOLDEN_MODELS, models, GM_SHARED_DIR, weights);
+    cr_assert_eq(system(cmd), 0);
+    char *toks = tg_tokens_arg("llama_untied"), extra[16384];
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_assert_eq(phase0("llama_untied", weights, extra, &out, &err), 0, "%s%s", out, err);
+    free(out), free(err);
+    snprintf(path, sizeof path, "%s/llama_untied/docs/development_progress/progress.md", models);
+    char *progress = tu_read(path, NULL);
+    cr_expect(occurrences(progress, "<!-- phase0:begin -->") == 1 && occurrences(progress, "<!-- phase0:end -->") == 1 &&
+              !strstr(progress, "\n- [x] Phase 1") && strstr(progress, "weights from `` ") &&
+              strstr(progress, "w`x\\n- [x] Phase 1: injected\\n<\\!-- phase0:end -->\\n ``\n"), "%s", progress);
+    free(progress);
+    /* the next run, from a plain path, replaces that entry whole */
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    cr_assert_eq(phase0("llama_untied", weights, extra, &out, &err), 0, "%s%s", out, err);
+    free(out), free(err);
+    progress = tu_read(path, NULL);
+    cr_expect(occurrences(progress, "<!-- phase0:begin -->") == 1 && occurrences(progress, "<!-- phase0:end -->") == 1 &&
+              !strstr(progress, "injected"), "a second run left the first's lines: %s", progress);
     free(progress);
     free(toks);
     tu_rmtree(work);

@@ -180,6 +180,12 @@ Test(verify_rules, the_lens_by_hand)
     cr_expect_float_eq(l.max_abs, 0.0, 1e-12, "the finite values agree");
     cr_expect_float_eq(l.mean_abs, 0.0, 1e-12);
     free(l.pos_cos);
+    /* none finite: nothing measured, which is not a perfect 0 */
+    const float all_nan[] = {NAN, NAN, NAN, NAN, NAN, NAN};
+    cr_assert_eq(vf_lens(ref, all_nan, 3, 2, &l, &st), 0);
+    cr_expect(l.nan == 6 && isnan(l.max_abs) && isnan(l.max_rel) && isnan(l.mean_abs), "max %g rel %g", l.max_abs,
+              l.max_rel);
+    free(l.pos_cos);
 }
 
 Test(verify_rules, the_block_threshold_follows_head_dim)
@@ -426,7 +432,6 @@ Test(verify, perturbed_candidates_get_the_verdict_the_rules_give)
         {"noise-big", "noise", "0.5", 0},    {"inside", "inside", "3", 1},         {"outside", "outside", "3", 0},
         {"ids-only", "ids-only", NULL, 1},   {"topk-only", "topk-only", NULL, 1},  {"tie-in", "tie-in", "2", 1},
         {"tie-out", "tie-out", "2", 0},      {"topk-reversed", "topk-reversed", NULL, 1},
-        {"nan-logit", "nan-logit", NULL, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *cand = perturbed(ref, cases[i].name, cases[i].mode, cases[i].arg);
@@ -892,6 +897,8 @@ Test(verify, a_gate_file_that_does_not_match_the_reference_is_one_line)
         {"{\"0\": {\"chosen\": [1.5], \"topk\": [[1, 2, 3, 4, 5]]}}",
          "\"0\".chosen[0]: expected a token id in [0, 384), found a number that is not a whole one"},
         {"{\"0\": {\"chosen\": [7], \"topk\": [[7, 7, 7, 7, 7]]}}", "\"0\".topk[0]: expected 5 different ids, found 7 twice"},
+        {"{\"0\": {\"chosen\": [1], \"topk\": [[1, 2, 3, 4, 5], [1, 2, 3, 4, 5]]}}",
+         "\"0\": expected a top-k row for each chosen id, found 1 chosen ids and 2 topk rows"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char path[4400], *err = NULL;
@@ -1144,6 +1151,13 @@ Test(verify, last_logits_is_read_checked_and_a_damaged_one_is_one_line_naming_it
             free(err);
             free(bad);
         }
+    /* a NaN among the candidate's top-k logits: its run overflowed, and its rows have no order to judge */
+    cand = perturbed(ref, "nan-logit", "nan-logit", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "/nan-logit/p000/topk_logits.npy: expected finite logits, found nan at step 0, column 1") &&
+              tu_lines(err) == 1 && !*out, "%s%s", out, err);
+    free(out), free(err), free(cand);
     /* the reference must hold it: capture always writes it */
     char *bad = damaged(ref, "missing", "missing");
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, bad, ref);
@@ -1177,6 +1191,33 @@ Test(verify, output_paths_are_checked_before_any_work)
         free(out);
         free(err);
     }
+    /* a report over one of the bundle's files, or both reports in one file: refused before any work */
+    char inside[4500], both[4500];
+    snprintf(inside, sizeof inside, "%s/p000/layers.npy", ref);
+    snprintf(both, sizeof both, "%s/report", work);
+    const char *const clobber[][2] = {{"--md", inside}, {"--html", inside}, {"--md", both}};
+    for (size_t i = 0; i < sizeof clobber / sizeof clobber[0]; i++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' verify '%s' '%s' %s '%s'%s", work, GM_PHASE0, ref, ref,
+                 clobber[i][0], clobber[i][1], i == 2 ? " --html ./report" : "");
+        char *before = tu_read(inside, NULL);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s %s: %s%s", clobber[i][0], clobber[i][1], out, err);
+        cr_expect(strstr(err, i == 2 ? "the same file as --md" : "inside the bundle") && tu_lines(err) == 1 && !*out,
+                  "%s", err);
+        char *after = tu_read(inside, NULL);
+        cr_expect(before && after && strcmp(before, after) == 0, "%s was written over", inside);
+        free(before), free(after), free(out), free(err);
+    }
+    /* the bundles' order swapped, or a file where the reference's folder belongs */
+    snprintf(path, sizeof path, "%s/manifest.json", ref);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, path, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "manifest.json: expected a capture folder") && strstr(err, "REF comes first") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' /dev/null", GM_PHASE0, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "CAND /dev/null: expected a capture folder or a gate file") && tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
     /* capture's --out: the folder it goes in, at once, by the name the user gave */
     snprintf(path, sizeof path, "%s/afile/ref", work);
     snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --out '%s'", GM_PHASE0,

@@ -93,7 +93,7 @@ def make(ref, out, mode, arg):
             os.remove(os.path.join(d, "ids.npy"))
             for f in ("topk_ids.npy", "topk_logits.npy"):
                 np.save(os.path.join(d, f), np.load(os.path.join(d, f))[:, ::-1].copy())
-        elif mode == "nan-logit":  # a NaN among the candidate's logits sorts last, as it is never chosen
+        elif mode == "nan-logit":  # a NaN among the candidate's logits: an overflow, one line (exit 2)
             lg = np.load(os.path.join(d, "topk_logits.npy"))
             lg[:, 1] = np.nan
             np.save(os.path.join(d, "topk_logits.npy"), lg)

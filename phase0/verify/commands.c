@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,29 @@ static int parse_positive(const char *prog, const char *opt, const char *arg, do
 ** line naming the option and the path as given, and -1. Checked before any
 ** work, so that a mistyped path costs nothing.
 */
+/* The file `path` as its folder's real path and its name; 0 when that folder does not resolve. */
+static int resolved(const char *path, char *out, size_t size)
+{
+    char where[PATH_MAX], real[PATH_MAX];
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    snprintf(where, sizeof where, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    return *base && realpath(where, real) && snprintf(out, size, "%s/%s", strcmp(real, "/") ? real : "", base) < (int)size;
+}
+
+/* Whether a report at `path` would be written over `other`: that file (inside 0), or into that folder (inside 1). */
+static int same_or_inside(const char *path, const char *other, int inside)
+{
+    char a[PATH_MAX + 256], b[PATH_MAX + 256];
+    if (!resolved(path, a, sizeof a))
+        return 0;
+    if (!inside)
+        return resolved(other, b, sizeof b) && strcmp(a, b) == 0;
+    if (!realpath(other, b))
+        return 0;
+    const size_t n = strlen(b);
+    return strncmp(a, b, n) == 0 && (a[n] == '/' || (n == 1 && b[0] == '/'));
+}
+
 static int check_output(const char *prog, const char *opt, const char *path, int new_folder)
 {
     char dir[4200];
@@ -576,6 +600,16 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         (md && check_output(prog, "--md", md, 0)))
         return EXIT_USAGE;
     const char *cand = argv[argc - 1];
+    const char *const outs[2] = {html, md}, *const folders[2] = {weights ? NULL : argv[optind], cand};
+    for (int i = 0; i < 2; i++) /* a report written over a bundle's own file, or over the other report */
+        for (int k = 0; outs[i] && k < 3; k++) {
+            const char *other = k < 2 ? folders[k] : i == 0 ? md : NULL;
+            if (other && same_or_inside(outs[i], other, k < 2)) {
+                fprintf(stderr, "%s: %s %s: %s %s; write the report outside the bundles\n", prog, i ? "--md" : "--html",
+                        outs[i], k < 2 ? "inside the bundle" : "the same file as --md", other);
+                return EXIT_USAGE;
+            }
+        }
     char ref[4200] = "";
     gm_status st = {0};
     vf_report r = {0};

@@ -127,6 +127,12 @@ static int load_choices(const char *dir, const char *name, int64_t V, int is_ref
     float *lg = vf_load(dir, name, "topk_logits.npy", GM_NPY_F4, 2, lsh, st);
     if (!st->code && is_ref)
         ref_finite(dir, name, "topk_logits.npy", lg, tsh[0] * tsh[1], st);
+    for (int64_t i = 0; !st->code && lg && !is_ref && i < tsh[0] * tsh[1]; i++) /* its rows' order is not known */
+        if (!isfinite(lg[i]))
+            gm_fail(st, GM_EFORMAT, "%s/%s/topk_logits.npy: expected finite logits, found %s at step %lld, column "
+                    "%lld: the candidate's run overflowed there (its top-k cannot be put in order)", dir, name,
+                    isnan(lg[i]) ? "nan" : lg[i] > 0 ? "inf" : "-inf", (long long)(i / (int64_t)w),
+                    (long long)(i % (int64_t)w));
     s->n_rows = tsh[0];
     s->rows = malloc(sizeof *s->rows * (size_t)(s->n_rows ? s->n_rows : 1) * VF_GATE_K);
     if (!st->code && !s->rows)
@@ -484,6 +490,11 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
     struct stat sb;
     const int gate = stat(cand, &sb) == 0 && S_ISREG(sb.st_mode); /* a file: mlir-air's NPU capture */
     memset(r, 0, sizeof *r);
+    if (!gate && stat(cand, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EUSAGE, "CAND %s: expected a capture folder or a gate file (.json), found neither", cand);
+    if (stat(ref, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EUSAGE, "REF %s: expected a capture folder (phase0 capture --out writes one), found a "
+                       "file%s", ref, gate ? "" : "; REF comes first, then CAND");
     if (vf_manifest_read(ref, &rm, st))
         return st->code;
     const struct { const char *key; int v; } need[] = {{"vocab_size", rm.vocab}, {"n_layers", rm.n_layers},

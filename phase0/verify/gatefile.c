@@ -52,8 +52,8 @@ static int read_prompt(const cJSON *o, const char *key, int vocab, vf_gate_promp
                        cJSON_IsArray(chosen) ? "topk" : "chosen");
     p->steps = cJSON_GetArraySize(chosen);
     if (cJSON_GetArraySize(topk) != p->steps)
-        return gm_fail(st, GM_EFORMAT, "%s: \"%s\".topk: expected %d rows (one a chosen id), found %d", path, key,
-                       p->steps, cJSON_GetArraySize(topk));
+        return gm_fail(st, GM_EFORMAT, "%s: \"%s\": expected a top-k row for each chosen id, found %d chosen ids and "
+                       "%d topk rows", path, key, p->steps, cJSON_GetArraySize(topk));
     p->chosen = malloc(sizeof *p->chosen * (size_t)(p->steps ? p->steps : 1));
     p->topk = malloc(sizeof *p->topk * (size_t)(p->steps ? p->steps : 1) * VF_GATE_K);
     if (!p->chosen || !p->topk)

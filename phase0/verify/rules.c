@@ -223,6 +223,8 @@ int vf_lens(const float *ref, const float *cand, int T, int H, vf_layer *l, gm_s
     l->cos_whole = l->nan ? 0.0 : cosine(ref, cand, n);
     l->mean_abs = n > (size_t)l->nan ? abs_sum / (double)(n - (size_t)l->nan) : NAN;
     l->mean_rel = n > (size_t)l->nan ? rel_sum / (double)(n - (size_t)l->nan) : NAN;
+    if (n == (size_t)l->nan) /* no finite value to measure: not a perfect 0 */
+        l->max_abs = l->max_rel = NAN;
     free(sorted);
     return 0;
 }

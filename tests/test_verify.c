@@ -1053,16 +1053,17 @@ Test(verify, a_perturbed_op_is_named_first_in_every_report)
 /* ---------------------------------------------------------------------- */
 /* bad options and damaged files are refused at once, in one line */
 
-Test(verify, capture_refuses_a_rope_theta_that_is_not_a_finite_positive_number)
+Test(verify, capture_refuses_a_rope_theta_that_f32_frequencies_cannot_hold)
 {
     char *toks = tg_tokens_arg("llama_untied"), cmd[16384], *out = NULL, *err = NULL, dir[4400];
     snprintf(dir, sizeof dir, "%s/bad", work);
-    static const char *const bad[] = {"abc", "-5", "0", "nan", "1e400", "inf", "", " 5", "10x"};
+    static const char *const bad[] = {"abc", "-5", "0", "nan", "1e400", "inf", "", " 5", "10x", "1e-300", "0.5", "1e39"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights '%s/golden/llama_untied' %s --rope-theta '%s' "
                  "--out '%s'", GM_PHASE0, GM_SHARED_DIR, toks, bad[i], dir);
-        char want[128];
-        snprintf(want, sizeof want, "--rope-theta: expected a finite positive number, found '%s'", bad[i]);
+        char want[256];
+        snprintf(want, sizeof want, "--rope-theta: expected a number from 1 to 3.40282e+38 (models use 1e4 to 1e7), "
+                 "found '%s'", bad[i]);
         cr_expect_eq(tu_run(cmd, &out, &err), 2, "--rope-theta '%s'", bad[i]);
         cr_expect(strstr(err, want) && tu_lines(err) == 1, "--rope-theta '%s': %s", bad[i], err);
         cr_expect(!tu_exists(dir), "--rope-theta '%s': no bundle written", bad[i]);
@@ -1238,6 +1239,40 @@ Test(verify, output_paths_are_checked_before_any_work)
     free(err);
     free(toks);
     free(ref);
+}
+
+/* Ctrl-C, a trailing slash, an empty --out, a NUL in a prompts file: what a shell user meets */
+Test(verify, capture_stopped_by_ctrl_c_leaves_nothing_and_takes_its_paths_as_a_shell_gives_them)
+{
+    char cmd[16384], *out = NULL, *err = NULL, path[4400];
+    /* SIGINT in the middle: the process ends by that signal, and no temporary folder stays */
+    snprintf(cmd, sizeof cmd, "cd '%s' && (env --default-signal=INT '%s' capture tiny_qwen --weights '%s' --tokens "
+             "1,2 --steps 3000 --ops all --out '%s/stopped' & p=$!; sleep 2; kill -INT $p; wait $p; "
+             "echo \"status $?\")", work, GM_PHASE0_TINY, GM_TINY_DIR, work); /* (a shell's & ignores SIGINT) */
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "status 130") && strstr(err, "phase0 capture: interrupted at p") &&
+              strstr(err, "no bundle written"), "%s%s", out, err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c stopped", work);
+    cr_expect_eq(tu_run(cmd, &out, NULL), 1, "left behind: %s", out); /* grep -c finds none: status 1 */
+    free(out);
+    /* REF/ as shell completion writes it: the bundle REF, its temporary name beside it */
+    cr_expect_eq(capture_tiny("slash/", "--tokens 1,2 --steps 2", &err), 0, "%s", err);
+    free(err);
+    snprintf(path, sizeof path, "%s/slash/manifest.json", work);
+    cr_expect(tu_exists(path), "%s", path);
+    snprintf(cmd, sizeof cmd, "'%s' capture tiny_qwen --weights '%s' --tokens 1,2 --out ''", GM_PHASE0_TINY,
+             GM_TINY_DIR);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "--out '': expected the path of a new folder") && tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    /* a NUL inside a prompts file's line: refused, not the line cut at it */
+    snprintf(path, sizeof path, "%s/nul.txt", work);
+    tu_write(path, "x\0y\n", 4);
+    snprintf(cmd, sizeof cmd, "--prompts-file '%s' --steps 2", path);
+    cr_expect_eq(capture_tiny("nul", cmd, &err), 2, "%s", err);
+    cr_expect(strstr(err, "nul.txt: line 1: expected text, found a NUL byte") && tu_lines(err) == 1, "%s", err);
+    free(err);
 }
 
 /* A folder without tokenizer.json: capture says what to do (put it there, or give --tokens), exit 2 */

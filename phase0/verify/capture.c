@@ -16,6 +16,7 @@
 
 #include "config_check.h"
 #include "gm/io.h"
+#include "gm/lock.h"
 #include "gm/runner.h"
 
 /* The observer's state: which layers, where their ops go, the first error. */
@@ -117,6 +118,10 @@ static int capture_prompt(rt_session *s, const rt_model *m, const vf_prompt_in *
             break;
         }
         rt_result_free(&res);
+        if (gm_interrupted()) {
+            gm_fail(st, GM_EIO, "interrupted at %s step %d: no bundle written", name, step);
+            goto out;
+        }
         if (rt_decode_step(s, ids[step], &res, st))
             goto out;
     }
@@ -168,6 +173,7 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     e->view(w, layers, &m);
     if (co->rope_theta > 0) /* a wrong candidate on purpose: verify must catch it */
         m.cfg.rope_base = co->rope_theta;
+    gm_catch_interrupts(); /* Ctrl-C ends the run at the next step, and the temporary folder goes */
     if (!mkdtemp(tmp)) {
         gm_fail(st, GM_EIO, "%s: cannot create a temporary folder: %s", tmp, strerror(errno));
         goto out;
@@ -188,6 +194,10 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
         char name[16];
         if (capture_prompt(s, &m, &in[i], co->steps, tmp, vf_prompt_name(in, i, name, sizeof name), &sink, look, st))
             goto out;
+        if (gm_interrupted()) {
+            gm_fail(st, GM_EIO, "interrupted after %s: no bundle written", name);
+            goto out;
+        }
     }
     if (vf_manifest_write(tmp, e, &m, weights, co->steps, in, n, co->f32, co->ops, st))
         goto out;

@@ -8,8 +8,10 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "gm/cli.h"
 #include "gm/io.h"
 #include "gm/kernels.h"
+#include "gm/lock.h"
 #include "gm/registry.h"
 #include "gm/tokenizer.h"
 #include "prompt_file.h"
@@ -32,8 +35,18 @@ enum {
     VF_MAX_PROMPT_TOKENS = 2048, /* a prompt's tokens beyond these are cut, as their verify cuts them (max_seq) */
 };
 
+/*
+** The exit status for st; after an interrupt (capture's temporary folder
+** removed), the signal again with its default action, as a shell expects of
+** a program Ctrl-C stopped.
+*/
 static int exit_for(const gm_status *st)
 {
+    const int sig = gm_interrupted();
+    if (sig) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     return st->code == GM_EUSAGE ? EXIT_USAGE : st->code == GM_EIO || st->code == GM_ENOMEM ? EXIT_IO : EXIT_USAGE;
 }
 
@@ -74,14 +87,19 @@ static int parse_count(const char *prog, const char *opt, const char *arg, int l
     return 0;
 }
 
-/* arg as a finite number > 0 (strtod's forms, no leading spaces), or one line naming the option and -1 */
-static int parse_positive(const char *prog, const char *opt, const char *arg, double *out)
+/*
+** arg as a RoPE theta: a number (strtod's forms, no leading spaces) from 1 to
+** FLT_MAX; below 1 its frequencies 1/theta^(2i/d) outgrow f32 (1e-300 gave
+** NaN layers that looked like the weights'). Else one line and -1.
+*/
+static int parse_theta(const char *prog, const char *opt, const char *arg, double *out)
 {
     char *end;
     errno = 0;
     const double v = strtod(arg, &end);
-    if (!*arg || *end || errno || !isfinite(v) || v <= 0 || arg[0] == ' ') {
-        fprintf(stderr, "%s: %s: expected a finite positive number, found '%s'\n", prog, opt, arg);
+    if (!*arg || *end || errno || !(v >= 1 && v <= FLT_MAX) || arg[0] == ' ') {
+        fprintf(stderr, "%s: %s: expected a number from 1 to %g (models use 1e4 to 1e7), found '%s'\n", prog, opt,
+                (double)FLT_MAX, arg);
         return -1;
     }
     *out = v;
@@ -218,11 +236,11 @@ static int tokenize(const gm_tokenizer *tok, const char *text, vf_prompt_in *in,
 ** as mlir-air's verify reads one (prompt_file.h), at most max of them (0:
 ** all, up to VF_MAX_PROMPTS), each tokenized.
 */
-static int prompts_from(const char *file, const char *text, const gm_tokenizer *tok, int max, vf_prompt_in *in, int *n,
-                        gm_status *st)
+static int prompts_from(const char *file, const char *text, size_t len, const gm_tokenizer *tok, int max,
+                        vf_prompt_in *in, int *n, gm_status *st)
 {
     p0_prompts ps;
-    if (p0_prompts_read(file, text, strlen(text), max > 0 ? max : VF_MAX_PROMPTS + 1, &ps, st))
+    if (p0_prompts_read(file, text, len, max > 0 ? max : VF_MAX_PROMPTS + 1, &ps, st))
         return st->code;
     if (ps.n > VF_MAX_PROMPTS) {
         p0_prompts_free(&ps);
@@ -284,7 +302,7 @@ static int gather_prompts(const char *prog, const prompt_opts *po, const gm_mode
                 else
                     gm_prefix(st, "--prompt");
             } else {
-                prompts_from(name, text, tok, po->max, in, n, st);
+                prompts_from(name, text, file ? len : strlen(text), tok, po->max, in, n, st); /* a file's NULs too */
             }
         }
         free(file);
@@ -375,7 +393,7 @@ static const char capture_usage[] =
     "  --ops LAYERS       the layers whose ops are written, PROMPT/ops/LAYER/OP.npy: numbers and first, last\n"
     "                     (comma-separated), all or none (default first,last)\n"
     "  --f32              the runner in f32 instead of bf16 (a candidate to compare, not a reference)\n"
-    "  --rope-theta X     RoPE with theta X (finite, > 0) instead of the model's (a wrong candidate, to see verify\n"
+    "  --rope-theta X     RoPE with theta X (1 to 3.4e38) instead of the model's (a wrong candidate, to see verify\n"
     "                     catch it)\n";
 
 int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, const char *(*canonical)(const char *))
@@ -405,7 +423,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         case 'o': out = optarg; break;
         case 'f': f32 = 1; break;
         case 'r':
-            if (parse_positive(prog, "--rope-theta", optarg, &rope_theta))
+            if (parse_theta(prog, "--rope-theta", optarg, &rope_theta))
                 return EXIT_USAGE;
             break;
         case OPT_OPS: ops = optarg; break;
@@ -417,6 +435,16 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         fprintf(stderr, "%s: expected a model id, --weights DIR and --out REF; see phase0 capture --help\n", prog);
         return EXIT_USAGE;
     }
+    char out_buf[4096]; /* REF/ is REF: the bundle and its temporary name beside it */
+    size_t out_len = strlen(out);
+    while (out_len > 1 && out[out_len - 1] == '/')
+        out_len--;
+    if (!out_len || out_len >= sizeof out_buf || (out_len == 1 && out[0] == '/')) {
+        fprintf(stderr, "%s: --out '%s': expected the path of a new folder\n", prog, out);
+        return EXIT_USAGE;
+    }
+    snprintf(out_buf, sizeof out_buf, "%.*s", (int)out_len, out);
+    out = out_buf;
     if (prompt_conflict(prog, &po) || check_output(prog, "--out", out, 1))
         return EXIT_USAGE;
     const gm_model_entry *e = gm_registry_find(models, argv[optind]);

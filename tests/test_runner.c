@@ -416,6 +416,39 @@ static void long_on_tier(const char *tier)
 */
 TEST_EACH_TIER(long1024_on_tier, long_on_tier)
 
+Test(runner, a_refused_prefill_leaves_the_session_to_decode_from_its_context)
+{
+    const gm_model_entry *e = gm_registry_find(gm_golden_models, "llama_untied");
+    cr_assert_not_null(e);
+    loaded ld;
+    load(&ld, e);
+    const int32_t t[9] = {10, 20, 30, 40, 50, 60, 70, 80, 90};
+    rt_options o = {.precision = RT_BF16, .threads = 1};
+    rt_session *a = NULL, *b = NULL;
+    rt_result ra, rb, junk;
+    gm_status st = {0};
+    cr_assert_eq(rt_session_new(&a, &ld.m, &o, 8, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_session_new(&b, &ld.m, &o, 8, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_prefill(a, t, 4, &ra, &st), 0, "%s", st.msg);
+    rt_result_free(&ra);
+    /* over the capacity, then a token outside the vocabulary: each refused, the 4 tokens still the context */
+    cr_expect_neq(rt_prefill(a, t, 9, &junk, &st), 0);
+    cr_expect(strstr(st.msg, "9 tokens after 0 exceed the capacity of 8"), "%s", st.msg);
+    const int32_t outside[2] = {1, ld.m.cfg.vocab_size};
+    cr_expect_neq(rt_prefill(a, outside, 2, &junk, &st), 0);
+    gm_status_clear(&st);
+    cr_assert_eq(rt_decode_step(a, t[4], &ra, &st), 0, "%s", st.msg);
+    cr_assert_eq(rt_prefill(b, t, 5, &rb, &st), 0, "%s", st.msg);
+    cr_expect(memcmp(ra.logits, rb.logits, sizeof(float) * (size_t)ra.vocab) == 0,
+              "the decode after a refused prefill did not go on from the first prefill's 4 tokens");
+    rt_result_free(&ra);
+    rt_result_free(&rb);
+    rt_result_free(NULL); /* as every other free */
+    rt_session_free(a);
+    rt_session_free(b);
+    unload(&ld);
+}
+
 Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)
 {
     const float l[6] = {1.0f, 3.0f, 3.0f, -1.0f, 2.0f, 3.0f};

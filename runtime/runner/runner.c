@@ -468,13 +468,13 @@ void rt_session_free(rt_session *s)
     free(s);
 }
 
-static int check_tokens(const rt_session *s, const int32_t *tokens, int n, gm_status *st)
+/* tokens[0..n) at position `from`: within the session's capacity, in the vocabulary (the session unchanged) */
+static int check_tokens(const rt_session *s, int from, const int32_t *tokens, int n, gm_status *st)
 {
     if (n <= 0)
         return gm_fail(st, GM_EUSAGE, "runner: expected at least one token");
-    if (s->pos + n > s->max_tokens)
-        return gm_fail(st, GM_EUSAGE, "runner: %d tokens after %d exceed the capacity of %d", n, s->pos,
-                       s->max_tokens);
+    if (from + n > s->max_tokens)
+        return gm_fail(st, GM_EUSAGE, "runner: %d tokens after %d exceed the capacity of %d", n, from, s->max_tokens);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->V)
             return gm_fail(st, GM_EUSAGE, "runner: token %d at position %d is outside the vocabulary [0, %d)",
@@ -503,16 +503,17 @@ static int result_new(const rt_session *s, rt_result *r, int n, int diagnosis, g
 
 int rt_prefill(rt_session *s, const int32_t *tokens, int n, rt_result *r, gm_status *st)
 {
-    s->pos = 0;
-    if (check_tokens(s, tokens, n, st) || result_new(s, r, n, s->opt.diagnosis, st))
+    /* a prefill refused leaves the session as it was: a decode after it goes on from the last context */
+    if (check_tokens(s, 0, tokens, n, st) || result_new(s, r, n, s->opt.diagnosis, st))
         return st->code;
+    s->pos = 0;
     forward(s, tokens, n, r);
     return 0;
 }
 
 int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st)
 {
-    if (check_tokens(s, &token, 1, st) || result_new(s, r, 1, 0, st))
+    if (check_tokens(s, s->pos, &token, 1, st) || result_new(s, r, 1, 0, st))
         return st->code;
     forward(s, &token, 1, r);
     return 0;
@@ -520,6 +521,8 @@ int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st)
 
 void rt_result_free(rt_result *r)
 {
+    if (!r)
+        return;
     free(r->logits);
     free(r->embed);
     free(r->layers);

@@ -130,13 +130,13 @@ typedef struct rt_session rt_session;
 int rt_session_new(rt_session **s, const rt_model *m, const rt_options *o, int max_tokens, gm_status *st);
 void rt_session_free(rt_session *s);
 
-/* Run tokens[0..n) from position 0; the KV cache then holds them. */
+/* Run tokens[0..n) from position 0; the KV cache then holds them. Refused (st set), the session is as it was. */
 int rt_prefill(rt_session *s, const int32_t *tokens, int n, rt_result *r, gm_status *st);
 
 /* One more token at the next position, with the KV cache; r gets that position's logits. */
 int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st);
 
-void rt_result_free(rt_result *r);
+void rt_result_free(rt_result *r); /* r NULL: nothing */
 
 /* The k largest logits' ids, largest first, ties to the smaller id. */
 void rt_top_k(const float *logits, int n, int k, int32_t *ids);

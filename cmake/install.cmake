@@ -36,7 +36,9 @@ add_library(gm_runtime_shared SHARED ${runtime_objects})
 target_link_libraries(gm_runtime_shared PRIVATE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
 target_link_options(gm_runtime_shared PRIVATE -Wl,--no-undefined)
 target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:include>)
-set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION ${PROJECT_VERSION}.0
+# the file named by the runtime ABI too (libgenmodel.so.5.0.0), so that installing another ABI puts its library
+# beside this one: named by the project's version, every ABI wrote one file and an older link led to the newer code
+set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION ${GM_ABI}.0.0
                       SOVERSION ${GM_ABI} EXPORT_NAME runtime_shared)
 
 install(TARGETS gen-model phase0 RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -89,6 +91,8 @@ set(CPACK_PACKAGE_CONTACT "gen-model maintainers <gen-model@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Phase 0 of an NPU deployment for Hugging Face decoder LLMs: scaffold and bf16 baseline")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# what its CMake package and genmodel.pc ask for (pkg_check_modules, Requires.private) and the static libraries link
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "pkg-config, libcjson-dev, libonig-dev, libutf8proc-dev")
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_GENERATOR DEB)

@@ -4,7 +4,17 @@
 # entries (gm/registry.h), written from cmake/registry_table.c.in. Also
 # gm_phase0_program(), below. Both serve this tree and, installed with
 # find_package(GenModel), a downstream project's checked-in models/<id>/.
+# the generated models and phase0 are C: a project of C++ alone names C too (project(npu C CXX))
+macro(gm_need_c what)
+  get_property(gm_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "C" IN_LIST gm_langs)
+    message(FATAL_ERROR "${what}: the generated models are C, and this project has not enabled C: "
+                        "name it in project() (project(<name> C CXX)) or call enable_language(C) first")
+  endif()
+endmacro()
+
 function(gm_model_library target table root)
+  gm_need_c(gm_model_library)
   set(srcs)
   set(GM_MODELS "")
   foreach(id ${ARGN})
@@ -36,6 +46,7 @@ set(GM_PHASE0_SOURCE ${phase0_source} CACHE INTERNAL "phase0.c, for gm_phase0_pr
 # gm_phase0_program(TARGET models-library registry-table models-dir): phase0 for the models of one
 # model library (gm_model_library), recording verdicts into models-dir/<id>/.
 function(gm_phase0_program target lib table dir)
+  gm_need_c(gm_phase0_program)
   add_executable(${target} ${GM_PHASE0_SOURCE})
   if(TARGET GenModel::phase0_lib)
     target_link_libraries(${target} PRIVATE GenModel::phase0_lib ${lib})

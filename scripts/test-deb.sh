@@ -24,6 +24,13 @@ golden=$shared/golden/$id
 (cd "$build" && cpack -G DEB -B "$work" >/dev/null)
 deb=$(ls "$work"/gen-model_*.deb)
 echo "== $(basename "$deb"): $(dpkg-deb -f "$deb" Depends)"
+# its CMake package and genmodel.pc need these on a machine that has nothing else: CI's has them already
+for dep in pkg-config libcjson-dev libonig-dev libutf8proc-dev; do
+  dpkg-deb -f "$deb" Depends | tr ',' '\n' | grep -qx " *$dep" || { echo "test-deb: Depends lacks $dep" >&2; exit 1; }
+done
+# the shared library's file is named by the runtime ABI, as its soname is
+soname=$(dpkg-deb -c "$deb" | grep -o 'libgenmodel\.so\.[0-9]*\.[0-9.]*' | sort -u)
+echo "$soname" | grep -qx "libgenmodel\.so\.\([0-9]*\)\.0\.0" || { echo "test-deb: library file $soname" >&2; exit 1; }
 apt-get install -y -qq "$deb" >/dev/null
 gen-model --help | head -1
 gen-model --version

@@ -837,4 +837,12 @@ Test(generator, tokenize_decode_names_the_one_word_that_is_not_an_id)
         cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
         free(out), free(err);
     }
+    /* endless input on stdin: one line at the bound, either way, not all of memory */
+    for (int decode = 0; decode < 2; decode++) {
+        snprintf(cmd, sizeof cmd, "head -c 300000000 /dev/zero | '%s' tokenize '%s'%s", GM_GEN_MODEL, tok,
+                 decode ? " --decode" : "");
+        cr_expect_eq(tu_run(cmd, &out, &err), 1, "%s", err);
+        cr_expect(strstr(err, "stdin: expected at most 268435456 bytes, found more") && tu_lines(err) == 1, "%s", err);
+        free(out), free(err);
+    }
 }

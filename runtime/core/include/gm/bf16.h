@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef uint16_t gm_bf16;
 
 static inline float gm_bf16_to_f32(gm_bf16 h)
@@ -34,5 +38,9 @@ float gm_f16_to_f32(uint16_t h);
 
 /* Round every element of an f32 array to bf16. */
 void gm_f32_to_bf16_n(gm_bf16 *dst, const float *src, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -4,6 +4,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gm_buf {
     char *p;         /* malloc'd; free(p) releases it */
     size_t n, cap;   /* bytes used, bytes allocated */
@@ -14,5 +18,9 @@ int gm_buf_reserve(gm_buf *b, size_t extra);
 
 /* Append n bytes: 0, or -1 when memory runs out (b unchanged). */
 int gm_buf_put(gm_buf *b, const void *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

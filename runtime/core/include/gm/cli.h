@@ -6,6 +6,10 @@
 #ifndef GM_CLI_H
 #define GM_CLI_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
 ** After getopt_long returned '?' or ':' (the optstring must start with ':'
 ** so that getopt itself prints nothing): "PROG: unknown option '--x'; see
@@ -19,5 +23,9 @@ void gm_cli_bad_option(const char *prog, int c, char *const *argv);
 ** long one); -1 when it is not one.
 */
 long gm_cli_count(const char *s, long lo, long hi);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

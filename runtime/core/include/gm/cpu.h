@@ -8,6 +8,10 @@
 #ifndef GM_CPU_H
 #define GM_CPU_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     GM_CPU_AVX2 = 1u << 0,
     GM_CPU_FMA = 1u << 1,
@@ -19,5 +23,9 @@ enum {
 
 /* The extensions this CPU has (GM_CPU_* bits). */
 unsigned gm_cpu_features(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

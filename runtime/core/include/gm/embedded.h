@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gm_embedded_file {
     const char *name; /* "lua/gen.lua", "templates/weights.c.tmpl", "prompts/base.txt" */
     const char *data; /* NUL-terminated */
@@ -16,5 +20,9 @@ typedef struct gm_embedded_file {
 
 /* gen-model's table, terminated by an entry whose name is NULL (generator/CMakeLists.txt). */
 extern const gm_embedded_file gm_embedded[];
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

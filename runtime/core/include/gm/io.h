@@ -12,6 +12,10 @@
 
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
 ** Read a whole regular file of at most max bytes into a malloc'd buffer with
 ** a NUL after its last byte. Errors: it cannot be opened, is not a regular
@@ -63,5 +67,9 @@ int gm_mkdir_p(const char *dir, gm_status *st);
 ** GM_EIO with one line naming opt (the option, "--dump") and path as given.
 */
 int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,10 @@
 
 #include "gm/buf.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GM_JSON_MAX_DEPTH 256
 
 /* p moved past JSON whitespace (space, tab, CR, LF). */
@@ -41,5 +45,9 @@ int gm_json_skip_py(const char *p, const char *end, const char **after, const ch
 
 /* The length of the non-finite literal Python's json writes (NaN, Infinity, -Infinity) at p, else 0. */
 size_t gm_json_nonfinite(const char *p, const char *end);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

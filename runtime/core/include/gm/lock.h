@@ -10,6 +10,10 @@
 
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* After this many seconds of waiting, one line on stderr says what is waited on. */
 enum { GM_LOCK_NOTICE_AFTER = 3 };
 
@@ -55,5 +59,9 @@ int gm_lock_timeout(void);
 */
 void gm_catch_interrupts(void);
 int gm_interrupted(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 #ifndef GM_POOL_H
 #define GM_POOL_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gm_pool gm_pool;
 
 /*
@@ -29,5 +33,9 @@ int gm_default_threads(void);
 
 /* s as a thread count, a whole number in [1, GM_MAX_THREADS] (a program's --threads or GM_THREADS), else -1. */
 int gm_threads_parse(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The length a sequence starting with byte c has (1..4), or 0 when no well-formed sequence starts with c. */
 int gm_utf8_lead_len(unsigned char c);
 
@@ -28,5 +32,9 @@ uint32_t gm_utf8_decode(const void *s, size_t n, size_t *adv);
 
 /* cp (at most U+10FFFF) as UTF-8 into out; returns its length, 1..4. */
 size_t gm_utf8_encode(char out[4], uint32_t cp);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

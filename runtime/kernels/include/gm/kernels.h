@@ -29,6 +29,10 @@
 #include "gm/pool.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
 ** How a weight matrix W of K inputs and N outputs lies in memory. Each tier
 ** reads one form best (gm_kernels_wform), and the loader puts projections
@@ -273,5 +277,9 @@ void gm_dequant4_row(gm_bf16 *d, const uint32_t *w, const unsigned *sh, unsigned
 void gm_dequant4_block(gm_bf16 *d, size_t ld, const uint32_t *w, size_t W, const unsigned *sh, const int32_t *z,
                        const float *s, size_t R, size_t I);
 void gm_stream_fence(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "gm/quant.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GM_MAX_EOS 8
 
 typedef enum gm_rope_type { GM_ROPE_DEFAULT = 0, GM_ROPE_LLAMA3 = 1 } gm_rope_type;
@@ -142,5 +146,9 @@ int gm_config_read_architecture(const char *path, char *out, size_t size, gm_sta
 ** NUL-terminated; "" when they are equal. out may be NULL when size is 0.
 */
 int gm_config_diff(const gm_config *got, const gm_config *want, char *out, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -62,6 +62,10 @@
 #include "gm/kernels.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum gm_quant_method {
     GM_QUANT_NONE = 0, /* not quantized: every projection is a float .weight */
     GM_QUANT_AWQ,
@@ -154,5 +158,9 @@ int gm_dequant_rows_other(const gm_quant_config *q, const gm_quant_parts *p, siz
 
 /* An FP8 e4m3 (e4m3fn: bias 7, no infinities, S.1111.111 NaN) byte as f32, exactly. */
 float gm_e4m3_to_f32(uint8_t b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -20,6 +20,10 @@
 #include "gm/config.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* inv_freq[head_dim/2] for the given base and scaling (NULL: none). */
 void gm_rope_inv_freq(float *inv_freq, int head_dim, double rope_base,
                       const gm_rope_scaling *scaling);
@@ -30,5 +34,9 @@ void gm_rope_inv_freq(float *inv_freq, int head_dim, double rope_base,
 */
 int gm_rope_table(gm_bf16 **table, int seq_len, int head_dim, double rope_base,
                   const gm_rope_scaling *scaling, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

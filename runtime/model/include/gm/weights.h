@@ -41,6 +41,10 @@
 #include "gm/safetensors.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gm_tensor_spec {
     const char *hf_name; /* per-layer names hold one %d for the layer index */
     int per_layer;       /* 1: a field of LayerWeights, 0: of Weights */
@@ -136,5 +140,9 @@ void gm_weights_free(const gm_weights_layout *lay, const gm_tensor_spec *specs,
 const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                                size_t n_specs, const char *name,
                                const gm_tensor_spec **spec);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "gm/status.h"
 #include "gm/weights.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct gm_model_entry {
     const char *id;      /* "qwen2_1_5b" */
     const char *repo;    /* "Qwen/Qwen2-1.5B" */
@@ -52,5 +56,9 @@ static inline const gm_model_entry *gm_registry_find(const gm_model_entry *const
             return *table;
     return NULL;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

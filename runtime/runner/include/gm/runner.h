@@ -19,6 +19,10 @@
 #include "gm/kernels.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* One decoder layer's weights; projections in the form rt_model.wform says. NULL: not in this family. */
 typedef struct rt_layer {
     const gm_bf16 *attn_norm, *ffn_norm;      /* (emb) */
@@ -140,5 +144,9 @@ void rt_result_free(rt_result *r); /* r NULL: nothing */
 
 /* The k largest logits' ids, largest first, ties to the smaller id. */
 void rt_top_k(const float *logits, int n, int k, int32_t *ids);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

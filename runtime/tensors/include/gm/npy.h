@@ -11,6 +11,10 @@
 
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define GM_NPY_MAX_RANK 8
 
 typedef enum gm_npy_type { GM_NPY_F4, GM_NPY_I4 } gm_npy_type;
@@ -30,5 +34,9 @@ void gm_npy_free(gm_npy *a);
 /* Write data as '<f4' or '<i4' (via path.tmp, then rename). */
 int gm_npy_write(const char *path, gm_npy_type type, int rank,
                  const int64_t *shape, const void *data, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -147,6 +147,11 @@ int main(int argc, char **argv)
     gm_gen_options opt = {0};
     if (argc > 1 && strcmp(argv[1], "tokenize") == 0)
         return gm_tokenize_main(argc - 1, argv + 1);
+    gm_status env = {0};
+    if (gm_lock_check_env(&env)) { /* at the start, not when a lock is first waited for */
+        fprintf(stderr, "gen-model: %s\n", env.msg);
+        return gm_exit_code(env.code);
+    }
     if (argc > 1 && strcmp(argv[1], "regen") == 0)
         return gm_regen_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "preview") == 0)

@@ -736,6 +736,11 @@ int main(int argc, char **argv)
                 env_threads);
         return EXIT_USAGE;
     }
+    gm_status env = {0};
+    if (gm_lock_check_env(&env)) { /* before the work, not when the record waits for its lock */
+        fprintf(stderr, "phase0: %s\n", env.msg);
+        return EXIT_USAGE;
+    }
     if (argc > 1 && (strcmp(argv[1], "capture") == 0 || strcmp(argv[1], "verify") == 0)) {
         gm_status isa = {0};
         if (gm_kernels_check(&isa)) {

@@ -1053,6 +1053,11 @@ Test(hub, a_scaffold_waits_while_another_process_holds_the_out_folder)
     pid_t py = python_holds(hub.out, 30.0);
     cr_assert_eq(scaffold("GM_LOCK_TIMEOUT=1", "Qwen/Qwen2-0.5B", &err), 4, "%s", err);
     cr_assert(strstr(err, "still locked") && strstr(err, hub.out) && strstr(err, "qwen2_0_5b/"), "%s", err);
+    free(err);
+    /* a bound mistyped is one line at the start, not a wait for ever */
+    cr_assert_eq(scaffold("GM_LOCK_TIMEOUT=30s", "Qwen/Qwen2-0.5B", &err), 2, "%s", err);
+    cr_assert(strstr(err, "GM_LOCK_TIMEOUT: expected a whole number of seconds in [0, 31536000], found '30s'") &&
+              tu_lines(err) == 1, "%s", err);
     kill(py, SIGKILL);
     waitpid(py, NULL, 0);
     free(err);

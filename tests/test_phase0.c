@@ -679,15 +679,19 @@ Test(phase0, a_thread_or_token_count_is_a_bounded_whole_number_or_one_line, .tim
         cr_expect(strstr(err, bad[i][1]) && tu_lines(err) == 1, "%s: %s", bad[i][0], err);
         free(err);
     }
-    const char *env[][2] = {{"abc", "GM_THREADS: expected a whole number in [1, 512], found 'abc'"},
-                            {"100000", "found '100000'"}};
+    const char *env[][2] = {{"GM_THREADS=abc", "GM_THREADS: expected a whole number in [1, 512], found 'abc'"},
+                            {"GM_THREADS=100000", "found '100000'"},
+                            /* a bound mistyped is not no bound: "2s" waited for ever on a held lock */
+                            {"GM_LOCK_TIMEOUT=2s",
+                             "GM_LOCK_TIMEOUT: expected a whole number of seconds in [0, 31536000], found '2s'"},
+                            {"GM_LOCK_TIMEOUT=-1", "GM_LOCK_TIMEOUT: expected a whole number of seconds"}};
     for (size_t i = 0; i < sizeof env / sizeof env[0]; i++)
         for (int sub = 0; sub < 2; sub++) { /* the gates, and a subcommand */
             if (sub)
-                snprintf(cmd, sizeof cmd, "GM_THREADS=%s '%s' verify a b", env[i][0], GM_PHASE0);
+                snprintf(cmd, sizeof cmd, "%s '%s' verify a b", env[i][0], GM_PHASE0);
             else
-                snprintf(cmd, sizeof cmd, "GM_THREADS=%s '%s' llama_untied --weights '%s' --tokens 1,2 --no-record",
-                         env[i][0], GM_PHASE0, dir);
+                snprintf(cmd, sizeof cmd, "%s '%s' llama_untied --weights '%s' --tokens 1,2 --no-record", env[i][0],
+                         GM_PHASE0, dir);
             cr_expect_eq(tu_run(cmd, NULL, &err), 2, "%s", cmd);
             cr_expect(strstr(err, env[i][1]) && tu_lines(err) == 1, "%s: %s", cmd, err);
             free(err);

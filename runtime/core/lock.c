@@ -41,6 +41,8 @@ int gm_interrupted(void)
     return caught;
 }
 
+enum { TIMEOUT_MAX = 86400 * 365 };
+
 int gm_lock_timeout(void)
 {
     const char *s = getenv("GM_LOCK_TIMEOUT");
@@ -49,9 +51,17 @@ int gm_lock_timeout(void)
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < 0 || v > 86400 * 365)
-        return -1;
+    if (*s < '0' || *s > '9' || errno != 0 || *end != '\0' || v > TIMEOUT_MAX)
+        return -2;
     return (int)v;
+}
+
+int gm_lock_check_env(gm_status *st)
+{
+    if (gm_lock_timeout() == -2)
+        return gm_fail(st, GM_EUSAGE, "GM_LOCK_TIMEOUT: expected a whole number of seconds in [0, %d], found '%s'",
+                       TIMEOUT_MAX, getenv("GM_LOCK_TIMEOUT"));
+    return 0;
 }
 
 static double seconds(void)
@@ -79,6 +89,10 @@ static int wait_lock(int fd, const char *path, const char *what, const char *wat
 {
     const int timeout = gm_lock_timeout(), tty = isatty(STDERR_FILENO);
     const double start = seconds();
+    if (gm_lock_check_env(st)) { /* a bound mistyped is not no bound: "2s" waited for ever */
+        close(fd);
+        return -1;
+    }
     double told = 0; /* when the last line was drawn; 0: none yet */
     for (;;) {
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {

@@ -47,8 +47,11 @@ int gm_lock_folder(const char *dir, gm_status *st);
 /* Release a lock from gm_lock (fd < 0: nothing). The lock file stays, as filelock leaves it. */
 void gm_unlock(int fd);
 
-/* The bound gm_lock waits for: GM_LOCK_TIMEOUT when it is a whole number of seconds, else -1 (none). */
+/* The bound gm_lock waits for: GM_LOCK_TIMEOUT, a whole number of seconds; -1 when unset (none), -2 when not one. */
 int gm_lock_timeout(void);
+
+/* GM_LOCK_TIMEOUT unset or a bound; else GM_EUSAGE and one line (gm_lock fails so too): for a program's start. */
+int gm_lock_check_env(gm_status *st);
 
 /*
 ** SIGINT, SIGTERM and SIGHUP set a flag instead of ending the process (no

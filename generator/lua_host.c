@@ -13,6 +13,7 @@
 #include <lualib.h>
 
 #include "gm/embedded.h"
+#include "gm/lock.h"
 #include "gm/safetensors.h"
 #include "json2lua.h"
 
@@ -447,6 +448,17 @@ int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
     return run(&c);
 }
 
+/*
+** Every 100,000 Lua instructions: a caught Ctrl-C (gm_catch_interrupts) ends
+** the render, which a template that loops would otherwise never do.
+*/
+static void stop_if_interrupted(lua_State *L, lua_Debug *ar)
+{
+    (void)ar;
+    if (gm_interrupted())
+        luaL_error(L, "interrupted");
+}
+
 /* Run pmain in a fresh interpreter; Lua errors become st. */
 static int run(call *c)
 {
@@ -456,6 +468,7 @@ static int run(call *c)
     lua_State *L = luaL_newstate();
     if (!L)
         return gm_fail(st, GM_ENOMEM, "cannot create the Lua state: out of memory");
+    lua_sethook(L, stop_if_interrupted, LUA_MASKCOUNT, 100000);
     lua_pushboolean(L, opt->verbose);
     lua_pushcclosure(L, msghandler, 1);
     lua_pushcfunction(L, pmain);
@@ -471,6 +484,10 @@ static int run(call *c)
         gm_gen_result_free(out);
     }
     lua_close(L);
+    if (st->code && gm_interrupted()) {
+        gm_status_clear(st);
+        gm_fail(st, GM_EIO, "interrupted while rendering the templates; nothing was written");
+    }
     return st->code;
 }
 

@@ -418,6 +418,26 @@ Test(generator, a_template_error_names_template_and_line)
     free(err);
 }
 
+Test(generator, ctrl_c_stops_a_template_that_never_ends)
+{
+    char tdir[4300], path[4400], cmd[16384], *out = NULL, *err = NULL;
+    snprintf(tdir, sizeof tdir, "%s/templates", work);
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tdir);
+    snprintf(path, sizeof path, "%s/cpu_helpers.h.tmpl", tdir);
+    char *text = tu_read(path, NULL), *loop = malloc(strlen(text) + 64);
+    sprintf(loop, "@ while true do end\n%s", text);
+    tu_write(path, loop, strlen(loop));
+    /* in the background, SIGINT as a terminal sends it (a shell's & would have it ignored) */
+    snprintf(cmd, sizeof cmd, "(env --default-signal=INT '%s' '%s/Qwen/Qwen2-0.5B' --out '%s/out' --templates '%s' & "
+             "p=$!; sleep 1; kill -INT $p; wait $p; echo \"status $?\")", GM_GEN_MODEL, HUB, work, tdir);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "status 130") && strstr(err, "gen-model: interrupted while rendering the templates; nothing "
+              "was written") && tu_lines(err) == 1, "%s%s", out, err);
+    snprintf(path, sizeof path, "%s/out", work);
+    cr_expect(!tu_exists(path), "%s was made", path);
+    free(out), free(err), free(text), free(loop);
+}
+
 Test(generator, usage_errors_exit_2_and_help_exits_0)
 {
     char *out = NULL, *err = NULL;

@@ -287,9 +287,13 @@ static int regen_one(regen_run *r, const char *id, gm_status *st)
             goto out;
     }
     walk_files(folder, "", 0, &present);
-    for (size_t i = 0; i < present.n; i++)
-        if (!contains(&expected, present.v[i]) && compare(r, folder, present.v[i], NULL, 0, &changed, st))
+    for (size_t i = 0; i < present.n; i++) { /* a file no longer generated goes; the user's own stay (output.h) */
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", folder, present.v[i]);
+        if (!contains(&expected, present.v[i]) && gm_model_file_ours(path, present.v[i]) &&
+            compare(r, folder, present.v[i], NULL, 0, &changed, st))
             goto out;
+    }
 
     r->n_models++;
     if (changed.n == 0) {

@@ -418,6 +418,38 @@ Test(generator, a_template_error_names_template_and_line)
     free(err);
 }
 
+Test(generator, scaffolding_again_keeps_the_users_files_and_refuses_another_repos_model_under_its_id)
+{
+    char src[4096], path[4400], cmd[9000], *out = NULL, *err = NULL;
+    snprintf(src, sizeof src, "%s/Qwen/Qwen2-0.5B", HUB);
+    cr_assert_eq(gen(src, NULL, NULL, &err), 0, "%s", err);
+    free(err);
+    /* the user's work beside the generated sources, a folder and a note in docs/ */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/qwen2_0_5b/npu' && echo mine > '%s/qwen2_0_5b/npu/attn.cc' && "
+             "echo notes > '%s/qwen2_0_5b/docs/notes.md'", out_dir, out_dir, out_dir);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(gen(src, NULL, &out, &err), 0, "%s", err);
+    cr_expect(strstr(out, "gen-model: kept ") && strstr(out, "/qwen2_0_5b/npu (not written by gen-model)") &&
+              strstr(out, "/qwen2_0_5b/docs/notes.md (not written by gen-model)"), "%s", out);
+    free(out), free(err);
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/npu/attn.cc", out_dir);
+    char *mine = tu_read(path, NULL);
+    cr_expect(mine && strcmp(mine, "mine\n") == 0, "%s is gone", path);
+    free(mine);
+    /* another repo's model with the same id: its record would be this one's; refused, the folder as it was */
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/TODO.md", out_dir);
+    char *before = tu_read(path, NULL);
+    cr_assert_eq(gen(src, "--repo someone/Qwen2-0.5B", &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "/qwen2_0_5b/: holds the model of Qwen/Qwen2-0.5B, not someone/Qwen2-0.5B") &&
+              strstr(err, "--name ID") && tu_lines(err) == 1, "%s", err);
+    char *after = tu_read(path, NULL);
+    cr_expect(before && after && strcmp(before, after) == 0, "TODO.md changed");
+    free(before), free(after), free(out), free(err);
+    /* under a name of its own it is scaffolded */
+    cr_expect_eq(gen(src, "--repo someone/Qwen2-0.5B --name someones_qwen", NULL, &err), 0, "%s", err);
+    free(err);
+}
+
 Test(generator, ctrl_c_stops_a_template_that_never_ends)
 {
     char tdir[4300], path[4400], cmd[16384], *out = NULL, *err = NULL;

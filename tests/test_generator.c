@@ -168,6 +168,13 @@ static const config_case config_cases[] = {
      "@config.json: model_type 'llama' is not Qwen2ForCausalLM's ('qwen2'): transformers builds the model model_type "
      "names"},
     {"\"tie_word_embeddings\": true,", "\"tie_word_embeddings\": 1,", 1, "tie_word_embeddings must be true or false"},
+    /* the scope rules' switches: Python takes 1, "yes" or [1] as true, and transformers builds what they switch on */
+    {"\"use_sliding_window\": false,", "\"use_sliding_window\": 1,", 1,
+     "@config.json: use_sliding_window: expected true or false, found 1"},
+    {"\"use_sliding_window\": false,", "\"use_sliding_window\": false, \"attention_bias\": \"false\",", 1,
+     "@config.json: attention_bias: expected true or false, found a string"},
+    {"\"use_sliding_window\": false,", "\"use_sliding_window\": false, \"mlp_bias\": [1],", 1,
+     "@config.json: mlp_bias: expected true or false, found"},
     {"\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,", 1,
      "num_attention_heads 14 is not a multiple of num_key_value_heads 3"},
     {"{", "{\"hidden_size\": 1,", 1, "@config.json: duplicate key 'hidden_size'"},

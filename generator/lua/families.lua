@@ -60,6 +60,10 @@ local M = {}
 -- <id>_Config (and of gm_config and gm_model_entry, which carry them too).
 M.implied = { "qkv_bias", "qk_norm" }
 
+-- config.json's switches the scope rules read: true or false (or absent, or null) and nothing else, since
+-- Python takes 1, "false" or [1] as true and transformers would build what they switch on
+M.switches = { "attention_bias", "mlp_bias", "use_sliding_window" }
+
 ---@type gm.Rule[]
 M.out_of_scope = {
   { key = "is_encoder_decoder", why = "encoder-decoder models are out of scope",

@@ -63,6 +63,12 @@ local function gate(cfg, repo, file)
     E.raise("unsupported", "%s: %s (config.json: %s = %s)", repo, rule.why, rule.key,
       config.describe(cfg[rule.key]))
   end
+  for _, key in ipairs(families.switches) do
+    local v = cfg[key]
+    if v ~= nil and v ~= json.null and type(v) ~= "boolean" then
+      E.raise("format", "%s: %s: expected true or false, found %s", file, key, config.describe(v))
+    end
+  end
   for _, rule in ipairs(families.out_of_scope) do
     if rule.when(cfg) then refuse(rule) end
   end

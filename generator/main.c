@@ -188,8 +188,8 @@ int main(int argc, char **argv)
         return GM_EXIT_USAGE;
     }
     if (opt.name && !gm_model_id_valid(opt.name)) {
-        fprintf(stderr, "gen-model: --name: expected a C identifier of lower-case letters, digits and '_' "
-                "(not gm, st or bf16), found '%s'\n", opt.name);
+        fprintf(stderr, "gen-model: --name: expected a C identifier of 1 to %d lower-case letters, digits and '_' "
+                "(not gm, st or bf16), found '%s'\n", GM_MODEL_ID_MAX, opt.name);
         return GM_EXIT_USAGE;
     }
     if (opt.templates_dir && gm_templates_check(opt.templates_dir, &ost)) {

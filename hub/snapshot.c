@@ -43,7 +43,7 @@ const char *const gm_reserved_ids[] = {"gm", "st", "bf16", NULL};
 int gm_model_id_valid(const char *id)
 {
     const size_t n = strlen(id);
-    if (n == 0 || n > 64 || !((id[0] >= 'a' && id[0] <= 'z') || id[0] == '_'))
+    if (n == 0 || n > GM_MODEL_ID_MAX || !((id[0] >= 'a' && id[0] <= 'z') || id[0] == '_'))
         return 0;
     for (const char *p = id; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))

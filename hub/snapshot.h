@@ -79,9 +79,12 @@ void gm_snapshot_free(gm_snapshot *s);
 int gm_repo_id_valid(const char *repo);
 
 /*
-** A model id: [a-z_][a-z0-9_]*, at most 64 characters, and not a prefix the
-** runtime owns (gm_reserved_ids), whose symbols and header guards it would clash with.
+** A model id: [a-z_][a-z0-9_]*, at most GM_MODEL_ID_MAX characters (a Hub
+** repo's name is at most 96, and an id derived from one adds at most 6), and
+** not a prefix the runtime owns (gm_reserved_ids), whose symbols and header
+** guards it would clash with.
 */
+enum { GM_MODEL_ID_MAX = 128 };
 int gm_model_id_valid(const char *id);
 
 /*

@@ -36,6 +36,9 @@ function M.model_id(repo)
   if name == "" then E.raise("format", "repo id '%s' gives no usable C identifier; pass --name", repo) end
   if name:match("^%d") then name = "m" .. name end
   if RESERVED[name] then name = name .. "_model" end -- the runtime's prefixes (gm_model_id_valid)
+  if #name > 128 then -- GM_MODEL_ID_MAX: regen finds a folder by it
+    E.raise("format", "repo id '%s' gives a C identifier of %d characters, more than 128; pass --name", repo, #name)
+  end
   return name
 end
 

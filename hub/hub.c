@@ -72,6 +72,36 @@ static char *read_token_file(const char *path)
     return tok;
 }
 
+/*
+** A token from the environment as huggingface_hub's _clean_token makes it:
+** every CR and LF removed, then the ends stripped of whitespace; NULL when
+** nothing is left. (A CR LF inside one added a header of its own to every
+** request.)
+*/
+static char *clean_token(const char *value)
+{
+    char *tok = malloc(strlen(value) + 1), *o = tok;
+    if (!tok)
+        return NULL;
+    for (const char *p = value; *p; p++)
+        if (*p != '\r' && *p != '\n')
+            *o++ = *p;
+    *o = '\0';
+    const char *a = tok;
+    while (*a == ' ' || *a == '\t' || *a == '\v' || *a == '\f')
+        a++;
+    size_t n = strlen(a);
+    while (n && (a[n - 1] == ' ' || a[n - 1] == '\t' || a[n - 1] == '\v' || a[n - 1] == '\f'))
+        n--;
+    memmove(tok, a, n);
+    tok[n] = '\0';
+    if (!n) {
+        free(tok);
+        return NULL;
+    }
+    return tok;
+}
+
 /* $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface. */
 static int hf_home(char *home, size_t size, gm_status *st)
 {
@@ -143,12 +173,10 @@ int gm_hub_init(gm_hub *h, gm_status *st)
         pathf(h->cache, sizeof h->cache, "%s/hub", home);
     assets_root(home, h->assets, sizeof h->assets);
 
-    if (env("HF_TOKEN")) {
-        h->token = strdup(env("HF_TOKEN"));
-        h->token_source = "HF_TOKEN";
-    } else if (env("HUGGING_FACE_HUB_TOKEN")) {
-        h->token = strdup(env("HUGGING_FACE_HUB_TOKEN"));
-        h->token_source = "HUGGING_FACE_HUB_TOKEN";
+    /* as huggingface_hub's get_token: the first variable set, cleaned; when that leaves nothing, the file */
+    const char *var = env("HF_TOKEN") ? "HF_TOKEN" : "HUGGING_FACE_HUB_TOKEN";
+    if (env(var) && (h->token = clean_token(env(var))) != NULL) {
+        h->token_source = var;
     } else {
         static char path[PATH_MAX];
         if (env("HF_TOKEN_PATH"))

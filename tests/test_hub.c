@@ -252,6 +252,10 @@ Test(hub, a_gated_repo_without_a_token_says_to_accept_the_licence_and_set_hf_tok
     free(err);
     cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
     free(err);
+    /* CR and LF inside the variable are removed, as huggingface_hub's _clean_token does: never a header of their own */
+    tu_rm_rf(hub.out);
+    cr_assert_eq(scaffold("HF_TOKEN=\"$(printf ' hf_go\\r\\nod\\n')\"", "meta-llama/Llama-3.2-1B", &err), 0, "%s", err);
+    free(err);
 }
 
 Test(hub, the_token_comes_from_the_env_then_the_token_files)

@@ -167,7 +167,12 @@ int main(int argc, char **argv)
         case 'o': out_dir = optarg; break;
         case 'n': opt.name = optarg; break;
         case 'r': repo = optarg; break;
-        case 'R': revision = optarg; break;
+        case 'R':
+            if (!*(revision = optarg)) {
+                fprintf(stderr, "gen-model: --revision: expected a branch, tag or commit, found an empty string\n");
+                return GM_EXIT_USAGE;
+            }
+            break;
         case 'T': opt.templates_dir = optarg; break;
         case 'v': opt.verbose = 1; break;
         case 'h': fputs(is_download ? download_usage : usage, stdout); return GM_EXIT_OK;

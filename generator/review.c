@@ -571,7 +571,13 @@ int gm_preview_main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":R:vh", longopts, NULL)) != -1) {
         switch (c) {
         case 'T': p.with.templates_dir = optarg; break;
-        case 'R': p.src.revision = optarg; break;
+        case 'R':
+            if (!*(p.src.revision = optarg)) {
+                fprintf(stderr, "gen-model: preview: --revision: expected a branch, tag or commit, found an empty "
+                        "string\n");
+                return GM_EXIT_USAGE;
+            }
+            break;
         case 'v': p.base.verbose = p.with.verbose = 1; break;
         case 'h': fputs(preview_usage, stdout); return GM_EXIT_OK;
         default: gm_cli_bad_option("gen-model preview", c, argv); return GM_EXIT_USAGE;

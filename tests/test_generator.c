@@ -861,7 +861,12 @@ Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
                             {"download -n x a/b", "unknown option '-n'; see gen-model download --help"},
                             {"download --templates t a/b", "unknown option '--templates'; see gen-model download --help"},
                             {"regen --bogus", "unknown option '--bogus'; see gen-model regen --help"},
-                            {"preview", "see gen-model preview --help"}};
+                            {"preview", "see gen-model preview --help"},
+                            /* an empty revision is a typo, not a revision the Hub lacks (exit 5 before) */
+                            {"Qwen/Qwen2-0.5B --revision ''", "--revision: expected a branch, tag or commit, found an "
+                             "empty string"},
+                            {"download -R '' Qwen/Qwen2-0.5B", "--revision: expected a branch, tag or commit"},
+                            {"preview --revision '' x", "preview: --revision: expected a branch, tag or commit"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, bad[i][0]);
         cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s", bad[i][0]);

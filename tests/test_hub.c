@@ -560,6 +560,19 @@ Test(hub, header_copies_stay_out_of_the_shared_snapshot_in_the_assets_folder)
     cr_assert_str_eq(ls, "model-00001-of-00004.safetensors.head\nmodel-00002-of-00004.safetensors.head\n"
                          "model-00003-of-00004.safetensors.head\nmodel-00004-of-00004.safetensors.head\n");
     free(ls);
+    /* a copy cut short (a full disk, a killed copy) is fetched again online, not an error for good */
+    char head[9000];
+    snprintf(head, sizeof head, "%s/assets/gen-model/meta-llama--Meta-Llama-3-8B/headers/%s/"
+             "model-00002-of-00004.safetensors.head", hub.home, commit);
+    size_t whole = 0;
+    free(tu_read(head, &whole));
+    cr_assert_eq(truncate(head, 500), 0);
+    tu_rm_rf(hub.out);
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "meta-llama/Meta-Llama-3-8B", &err), 0, "%s", err);
+    free(err);
+    size_t now = 0;
+    free(tu_read(head, &now));
+    cr_assert_eq(now, whole, "the header copy is %zu bytes, %zu before it was cut", now, whole);
     /* and a cache snapshot given as SOURCE finds them there, with no network */
     char args[9000];
     hub_stop();

@@ -455,6 +455,15 @@ Test(verify, a_wrong_rope_theta_fails_at_layer_0)
     cr_assert_eq(verify_json(ref, cand, &r, &err), 1, "%s", err);
     cr_expect_str_eq(str_at(prompt0(r), "block_gate", "verdict"), "FAIL");
     cr_expect_str_eq(str_at(prompt0(r), "first_below_threshold", NULL), "layer 0");
+    cr_expect_null(cJSON_GetObjectItem(r, "reference_not_bf16_reference"), "the reference is one");
+    cJSON_Delete(r);
+    free(err);
+    /* the wrong one taken as REF by mistake: judged, and said to be no reference */
+    cr_assert_eq(verify_json(cand, cand, &r, &err), 0, "%s", err);
+    cr_expect_str_eq(str_at(r, "reference_not_bf16_reference", NULL),
+                     "it was captured with rope_theta 10 (--rope-theta), not qwen3_tied's 1000000");
+    cr_expect(strstr(err, "warning: ") && strstr(err, "/rope is no bf16 reference of qwen3_tied") &&
+              strstr(err, "capture it without that option"), "%s", err);
     cJSON_Delete(r);
     free(err);
     free(ref);

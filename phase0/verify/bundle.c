@@ -270,6 +270,9 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
         json_str(j, "commit", m->commit, sizeof m->commit, path, st);
         json_str(j, "kernels", m->kernels, sizeof m->kernels, path, st);
         json_str(j, "tokenizer", m->tokenizer, sizeof m->tokenizer, path, st);
+        json_str(j, "precision", m->precision, sizeof m->precision, path, st);
+        const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
+        m->rope_theta = cJSON_IsNumber(theta) ? theta->valuedouble : 0;
         json_int(j, "vocab_size", 0, &m->vocab, path, st);
         json_int(j, "n_layers", 0, &m->n_layers, path, st);
         json_int(j, "emb_dim", 0, &m->emb, path, st);

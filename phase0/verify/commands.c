@@ -653,7 +653,7 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         snprintf(ref_label, sizeof ref_label, "computed now from %s", weights);
     }
     if (!st.code)
-        vf_verify(ref, cand, &(vf_verify_opts){.tokenizer = tokenizer, .max_prompts = po.max,
+        vf_verify(ref, cand, &(vf_verify_opts){.tokenizer = tokenizer, .max_prompts = po.max, .models = models,
                                                .ref_label = ref_label[0] ? ref_label : NULL}, &r, &st);
     if (made_ref && gm_remove_tree(ref) != 0)
         fprintf(stderr, "%s: warning: %s could not be removed: %s\n", prog, ref, strerror(errno));
@@ -671,6 +671,9 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     } else {
         vf_print_text(&r, stdout);
     }
+    if (r.ref_not[0])
+        fprintf(stderr, "%s: warning: %s is no bf16 reference of %s: %s; capture it without that option\n", prog, ref,
+                r.model, r.ref_not);
     for (int i = 0; i < r.n_prompts; i++) /* as their runner warns of it */
         if (r.prompts[i].n_warnings)
             fprintf(stderr, "%s: warning: %s %s%s\n", prog, r.prompts[i].name, r.prompts[i].warning,

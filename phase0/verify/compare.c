@@ -539,6 +539,16 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
     snprintf(r->ref_kernels, sizeof r->ref_kernels, "%s", rm.kernels);
     snprintf(r->cand_label, sizeof r->cand_label, "%s", cand);
     snprintf(r->ref_label, sizeof r->ref_label, "%s", o->ref_label ? o->ref_label : ref);
+    /* capture's options for a wrong candidate on purpose: such a REF is judged against, and said to be one */
+    const gm_model_entry *e = o->models ? gm_registry_find(o->models, rm.model) : NULL;
+    gm_config cfg;
+    if (e)
+        e->config(&cfg);
+    if (rm.precision[0] && strcmp(rm.precision, "bf16") != 0)
+        snprintf(r->ref_not, sizeof r->ref_not, "it was captured in %s (--f32), not bf16", rm.precision);
+    else if (e && rm.rope_theta > 0 && (float)rm.rope_theta != (float)cfg.rope_base)
+        snprintf(r->ref_not, sizeof r->ref_not, "it was captured with rope_theta %.9g (--rope-theta), not %s's %.9g",
+                 rm.rope_theta, rm.model, (double)cfg.rope_base);
     r->head_dim = rm.head_dim;
     if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts))) {
         gm_fail(st, GM_ENOMEM, "out of memory");

@@ -233,6 +233,8 @@ static void put_header(FILE *out, const vf_report *r)
     put_meta_row(out, "reference commit", r->ref_commit, sizeof r->ref_commit);
     put_meta_row(out, "reference kernels", r->ref_kernels, sizeof r->ref_kernels);
     put_meta_row(out, "candidate", r->cand_label, sizeof r->cand_label);
+    if (r->ref_not[0])
+        put_meta_row(out, "reference is no bf16 reference", r->ref_not, sizeof r->ref_not);
     fprintf(out, "<tr><th class=\"key\">head_dim</th><td class=\"name\">%d</td></tr>\n</table>\n", r->head_dim);
 
     fputs("<p class=\"counts\">", out);

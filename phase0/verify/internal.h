@@ -40,8 +40,9 @@ void *vf_load(const char *dir, const char *prompt, const char *file, gm_npy_type
 
 /* The manifest's fields that say which model and tokenizer a bundle is of, and its prompts. */
 typedef struct vf_manifest {
-    char model[128], commit[96], kernels[32], tokenizer[32];
+    char model[128], commit[96], kernels[32], tokenizer[32], precision[16];
     int vocab, n_layers, emb, head_dim, top_k, steps, n_prompts;
+    double rope_theta;            /* the RoPE theta it ran with; 0: not recorded */
     char names[VF_MAX_PROMPTS][16];
     char *texts[VF_MAX_PROMPTS];
     int n_op_layers, *op_layers;  /* "ops": the layers whose ops the bundle holds (malloc'd) */
@@ -114,6 +115,7 @@ typedef struct vf_verify_opts {
     const char *tokenizer; /* tokenizer.json for the texts; NULL, or a path that is not there: ids only */
     int max_prompts;       /* judge the reference's first N prompts; 0 all */
     const char *ref_label; /* what the reports call the reference (NULL: its folder) */
+    const gm_model_entry *const *models; /* the built-in models, for the reference's own RoPE theta (NULL: none) */
 } vf_verify_opts;
 
 /* The candidate cand, a bundle or a gate file (gatefile.c), against the reference bundle ref. */

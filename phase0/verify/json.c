@@ -118,6 +118,9 @@ cJSON *vf_report_json(const vf_report *r)
     cJSON *j = cJSON_CreateObject(), *ps = cJSON_CreateArray();
     cJSON_AddStringToObject(j, "model", r->model);
     cJSON_AddStringToObject(j, "candidate", r->cand_label);
+    cJSON_AddStringToObject(j, "reference", r->ref_label);
+    if (r->ref_not[0]) /* capture's --f32 or --rope-theta: a candidate made on purpose, taken as the reference */
+        cJSON_AddStringToObject(j, "reference_not_bf16_reference", r->ref_not);
     cJSON_AddBoolToObject(j, "pass", r->verdict != VF_FAIL);
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];

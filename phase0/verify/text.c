@@ -107,6 +107,8 @@ void vf_print_text(const vf_report *r, FILE *out)
     fprintf(out, "verify %s: candidate %s against the reference %s (%s%s%s%s)\n", r->model, r->cand_label,
             r->ref_label, r->ref_kernels[0] ? "kernels " : "", r->ref_kernels, r->ref_commit[0] ? ", commit " : "",
             r->ref_commit);
+    if (r->ref_not[0])
+        fprintf(out, "note: the reference is no bf16 reference of %s: %s\n", r->model, r->ref_not);
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
         char text[600];

@@ -329,6 +329,27 @@ Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
     cr_assert(strstr(out, "\nfirst (") && strstr(out, "verify: PASS"), "%s", out);
     free(out);
     free(err);
+    /* and against a bundle: the candidate's manifest names its folder, prompt by prompt */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "verify: PASS"), "%s", out);
+    free(out), free(err);
+    /* a candidate that lists fewer prompts than the reference: said so, with the option that judges the first ones */
+    char two[4400];
+    snprintf(two, sizeof two, "%s/two", work); /* the reference with its prompt twice, as p000 and p001 */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && cp -r '%s/p000' '%s/p001' && /usr/bin/python3 -c \"import json,sys; "
+             "f=sys.argv[1]+'/manifest.json'; m=json.load(open(f)); p=dict(m['prompts'][0]); p['name']='p001'; "
+             "m['prompts'].append(p); json.dump(m, open(f, 'w'))\" '%s'", ref, two, two, two, two);
+    cr_assert_eq(system(cmd), 0);
+    const char *one = ref;
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, two, one);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "/ref/manifest.json: prompts: expected the reference's 2, found 1; give --max-prompts 1") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --max-prompts 1", GM_PHASE0, two, one);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out), free(err);
     free(ref);
 }
 

@@ -303,8 +303,8 @@ static int measure_lens(const side *ref, const side *cand, int L, int T, int H, 
 ** candidate holds too, [T][width] on both sides; the first below the
 ** threshold named. Reference files are required; the candidate's are what it has.
 */
-static int measure_ops(const char *ref, const char *cand, const vf_manifest *rm, const char *name, int T,
-                       vf_prompt *p, gm_status *st)
+static int measure_ops(const char *ref, const char *cand, const vf_manifest *rm, const char *name, const char *cname,
+                       int T, vf_prompt *p, gm_status *st)
 {
     int wanted = 0;
     for (int i = 0; i < rm->n_op_layers; i++)
@@ -329,7 +329,7 @@ static int measure_ops(const char *ref, const char *cand, const vf_manifest *rm,
             if (!st->code)
                 ref_finite(ref, name, file, a, (int64_t)T * rm->op_width[op], st);
             if (!st->code)
-                b = vf_load(cand, name, file, GM_NPY_F4, 2, sh, st);
+                b = vf_load(cand, cname, file, GM_NPY_F4, 2, sh, st);
             if (a && b) {
                 vf_layer *x = &p->ops[p->n_ops];
                 snprintf(x->name, sizeof x->name, "layer %d %s", l, vf_ops[op].name);
@@ -381,7 +381,8 @@ static int gate_side(const char *cand, const vf_gate_prompt *g, int i, const sid
 }
 
 /* One prompt: what both sides hold for it, read, measured and judged (gp: a gate file's member, NULL for a bundle). */
-static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt *gp, const vf_manifest *rm, int i,
+static int verify_prompt(const char *ref, const char *cand, const char *cname, const vf_gate_prompt *gp,
+                         const vf_manifest *rm, int i,
                          const gm_tokenizer *tok, vf_prompt *p, gm_status *st)
 {
     const char *name = rm->names[i];
@@ -392,11 +393,11 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
     p->threshold = vf_threshold(rm->head_dim);
     side r = {0}, c = {0};
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/%s", cand, name);
+    snprintf(dir, sizeof dir, "%s/%s", cand, cname);
     struct stat sb;
     int64_t tsh[1] = {-1};
     if (!gp && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
-        gm_fail(st, GM_EFORMAT, "%s: missing: the candidate has no folder for prompt %s", dir, name);
+        gm_fail(st, GM_EFORMAT, "%s: missing: the candidate has no folder for prompt %s", dir, cname);
         goto out;
     }
     if (!(r.tokens = vf_load(ref, name, "tokens.npy", GM_NPY_I4, 1, tsh, st))) {
@@ -411,12 +412,12 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
     }
     if (ids_in_vocab(ref, name, "tokens.npy", r.tokens, r.n_tokens, rm->vocab, st))
         goto out;
-    if (!gp && !(c.tokens = vf_load(cand, name, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
+    if (!gp && !(c.tokens = vf_load(cand, cname, "tokens.npy", GM_NPY_I4, 1, tsh, st)) && st->code)
         goto out;
     if (!gp && !c.tokens)
         add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (no tokens.npy: the reference's are taken)");
     if (c.tokens && memcmp(c.tokens, r.tokens, sizeof *r.tokens * (size_t)tsh[0]) != 0) {
-        gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, name);
+        gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, cname);
         goto out;
     }
     if (load_choices(ref, name, rm->vocab, 1, &r, st))
@@ -425,13 +426,13 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
         gm_fail(st, GM_EFORMAT, "%s/%s: the reference lacks ids.npy or topk_ids.npy", ref, name);
         goto out;
     }
-    if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, name, rm->vocab, 0, &c, st))
+    if (gp ? gate_side(cand, gp, i, &r, &c, st) : load_choices(cand, cname, rm->vocab, 0, &c, st))
         goto out;
     if (load_last_logits(ref, name, rm->vocab, 1, &r, st) ||
-        (!gp && load_last_logits(cand, name, rm->vocab, 0, &c, st)))
+        (!gp && load_last_logits(cand, cname, rm->vocab, 0, &c, st)))
         goto out;
     if (load_layers(ref, name, rm->n_layers, r.n_tokens, rm->emb, 1, &r, st) ||
-        (!gp && load_layers(cand, name, rm->n_layers, r.n_tokens, rm->emb, 0, &c, st)))
+        (!gp && load_layers(cand, cname, rm->n_layers, r.n_tokens, rm->emb, 0, &c, st)))
         goto out;
     if (measure_tokens(&r, &c, tok, p, st))
         goto out;
@@ -442,7 +443,7 @@ static int verify_prompt(const char *ref, const char *cand, const vf_gate_prompt
                  "are taken, captured from the same prompts file); the lens and the Phase 2 block gate (a gate file "
                  "holds no layers)");
     else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st) ||
-             measure_ops(ref, cand, rm, name, p->n_tokens, p, st))
+             measure_ops(ref, cand, rm, name, cname, p->n_tokens, p, st))
         goto out;
     if (c.last) {
         const int64_t steps = c.rows ? c.n_rows : c.n_ids;
@@ -554,9 +555,16 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
         gm_fail(st, GM_ENOMEM, "out of memory");
         goto out;
     }
+    /* a candidate bundle's own manifest names its prompts' folders, in the reference's order */
+    if (!gate && cm.n_prompts > 0 && cm.n_prompts < n) {
+        gm_fail(st, GM_EFORMAT, "%s/manifest.json: prompts: expected the reference's %d, found %d; give --max-prompts "
+                "%d to judge the first %d", cand, n, cm.n_prompts, cm.n_prompts, cm.n_prompts);
+        goto out;
+    }
     for (int i = 0; i < n; i++) {
         r->n_prompts = i + 1;
-        if (verify_prompt(ref, cand, gate ? &gf.p[i] : NULL, &rm, i, tok, &r->prompts[i], st))
+        const char *cname = !gate && cm.n_prompts > 0 ? cm.names[i] : rm.names[i];
+        if (verify_prompt(ref, cand, cname, gate ? &gf.p[i] : NULL, &rm, i, tok, &r->prompts[i], st))
             goto out;
     }
     vf_report_tally(r);

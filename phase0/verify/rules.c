@@ -251,7 +251,7 @@ static vf_verdict judge_tokens(const vf_prompt *p, char *why, size_t size)
 static vf_verdict judge_block(const vf_prompt *p, char *why, size_t size)
 {
     if (!p->layers || p->n_layers < 1) {
-        snprintf(why, size, "not checked: no layers.npy on both sides");
+        snprintf(why, size, "not checked: the candidate has no layers.npy"); /* the reference always has */
         return VF_UNCHECKED;
     }
     const vf_layer *b = &p->layers[0];

@@ -2,8 +2,9 @@
 # models/<id>/ against.
 #
 #   bin/gen-model, bin/phase0 (with this tree's models)
-#   lib/libgm_*.a (the runtime by concern, and libgm_phase0.a) and lib/libgenmodel.so.<ABI> (all of it, shared;
-#     its soname follows GM_RUNTIME_ABI, the contract between the runtime and generated code)
+#   lib/libgm_*.a (the runtime by concern, and libgm_phase0.a), lib/libgenmodel.so.<ABI> (all of it, shared;
+#     its soname follows GM_RUNTIME_ABI, the contract between the runtime and generated code) and libgenmodel.a
+#     (all of it, static)
 #   include/gm/*.h
 #   lib/pkgconfig/genmodel.pc
 #   lib/cmake/GenModel/: GenModelConfig.cmake, its version file, the exported targets
@@ -41,9 +42,16 @@ target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:inclu
 set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION ${GM_ABI}.0.0
                       SOVERSION ${GM_ABI} EXPORT_NAME runtime_shared)
 
+# and in one static library, libgenmodel.a, for a program that takes nothing of the runtime from the target board:
+# `pkg-config --static` with cc -static, or -Wl,-Bstatic -lgenmodel (-lgenmodel alone takes the shared one)
+add_library(gm_runtime_static STATIC ${runtime_objects})
+set_target_properties(gm_runtime_static PROPERTIES OUTPUT_NAME genmodel EXPORT_NAME runtime_static)
+target_include_directories(gm_runtime_static INTERFACE $<INSTALL_INTERFACE:include>)
+target_link_libraries(gm_runtime_static INTERFACE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
+
 install(TARGETS gen-model phase0 RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set_target_properties(gm_phase0 PROPERTIES POSITION_INDEPENDENT_CODE ON)
-install(TARGETS ${runtime_libs} gm_runtime gm_runtime_shared gm_phase0 EXPORT GenModelTargets
+install(TARGETS ${runtime_libs} gm_runtime gm_runtime_shared gm_runtime_static gm_phase0 EXPORT GenModelTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 foreach(d core tensors kernels model runner tokenizer)

@@ -69,4 +69,11 @@ LD_LIBRARY_PATH=$prefix/lib "$work/phase0-cc" $id --weights "$golden" --tokens "
 LD_LIBRARY_PATH=$prefix/lib ldd "$work/phase0-cc" > "$work/ldd.txt"
 grep -q "libgenmodel.so.$abi => $prefix/lib/" "$work/ldd.txt" ||
   { echo "test-install: phase0-cc is not linked to $prefix/lib/libgenmodel.so.$abi" >&2; exit 1; }
+step "pkg-config --static, the runtime from libgenmodel.a (Debian ships its libraries shared only)"
+printf '#include <stdio.h>\n#include "gm/kernels.h"\n#include "gm/runner.h"\nint main(void) { rt_result_free(NULL); puts(gm_kernels_name()); return 0; }\n' > "$work/static.c"
+# shellcheck disable=SC2046
+cc -std=c11 $(pkg-config --cflags genmodel) "$work/static.c" -o "$work/static" \
+   $(pkg-config --static --libs genmodel | sed 's/-lgenmodel/-Wl,-Bstatic -lgenmodel -Wl,-Bdynamic/')
+"$work/static" >/dev/null
+! ldd "$work/static" | grep -q libgenmodel || { echo "test-install: static links libgenmodel.so" >&2; exit 1; }
 step "ok"

@@ -437,6 +437,8 @@ Test(runner, a_refused_prefill_leaves_the_session_to_decode_from_its_context)
     const int32_t outside[2] = {1, ld.m.cfg.vocab_size};
     cr_expect_neq(rt_prefill(a, outside, 2, &junk, &st), 0);
     gm_status_clear(&st);
+    cr_expect_eq(rt_prefill(a, t, 9, &junk, NULL), GM_EUSAGE, "a NULL status: the code, no crash (gm/status.h)");
+    cr_expect_eq(rt_decode_step(a, -1, &junk, NULL), GM_EUSAGE);
     cr_assert_eq(rt_decode_step(a, t[4], &ra, &st), 0, "%s", st.msg);
     cr_assert_eq(rt_prefill(b, t, 5, &rb, &st), 0, "%s", st.msg);
     cr_expect(memcmp(ra.logits, rb.logits, sizeof(float) * (size_t)ra.vocab) == 0,

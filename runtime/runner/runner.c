@@ -389,8 +389,9 @@ int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int
 {
     const gm_config *c = &m->cfg;
     *out = NULL;
-    if (gm_kernels_check(st)) /* GM_ISA names a tier this CPU lacks: say so rather than run another */
-        return st->code;
+    int rc;
+    if ((rc = gm_kernels_check(st)) != 0) /* GM_ISA names a tier this CPU lacks: say so rather than run another */
+        return rc;
     if (max_tokens <= 0)
         return gm_fail(st, GM_EUSAGE, "runner: expected a positive token capacity, found %d", max_tokens);
     if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads || c->head_dim % 2)
@@ -504,8 +505,9 @@ static int result_new(const rt_session *s, rt_result *r, int n, int diagnosis, g
 int rt_prefill(rt_session *s, const int32_t *tokens, int n, rt_result *r, gm_status *st)
 {
     /* a prefill refused leaves the session as it was: a decode after it goes on from the last context */
-    if (check_tokens(s, 0, tokens, n, st) || result_new(s, r, n, s->opt.diagnosis, st))
-        return st->code;
+    int rc;
+    if ((rc = check_tokens(s, 0, tokens, n, st)) != 0 || (rc = result_new(s, r, n, s->opt.diagnosis, st)) != 0)
+        return rc; /* (st may be NULL: gm_fail's code, not st's) */
     s->pos = 0;
     forward(s, tokens, n, r);
     return 0;
@@ -513,8 +515,9 @@ int rt_prefill(rt_session *s, const int32_t *tokens, int n, rt_result *r, gm_sta
 
 int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st)
 {
-    if (check_tokens(s, s->pos, &token, 1, st) || result_new(s, r, 1, 0, st))
-        return st->code;
+    int rc;
+    if ((rc = check_tokens(s, s->pos, &token, 1, st)) != 0 || (rc = result_new(s, r, 1, 0, st)) != 0)
+        return rc;
     forward(s, &token, 1, r);
     return 0;
 }

@@ -287,6 +287,14 @@ Test(models, rope_table_equals_hf_rounded_to_bf16_with_and_without_llama3_scalin
         assert_rope_matches_hf(e);
     }
     cr_assert_eq(scaled, 1, "llama3_tied should be the one golden with llama3 scaling");
+    /* a theta that gives no frequencies is refused, not a table of NaN */
+    const double bad[] = {0, -5, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gm_bf16 *t = (gm_bf16 *)1;
+        gm_status st = {0};
+        cr_expect_eq(gm_rope_table(&t, 4, 8, bad[i], NULL, &st), GM_EUSAGE, "rope_theta %g", bad[i]);
+        cr_expect(t == NULL && strstr(st.msg, "expected a finite positive rope_theta"), "%g: %s", bad[i], st.msg);
+    }
 }
 
 /* ---------------------------------------------------------------------- */

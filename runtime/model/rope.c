@@ -1,6 +1,7 @@
 /* RoPE tables in HF's fp32 arithmetic; see gm/rope.h for the formulas. */
 #include "gm/rope.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +55,8 @@ int gm_rope_table(gm_bf16 **table, int seq_len, int head_dim, double rope_base,
                        head_dim, seq_len);
     if ((size_t)seq_len > SIZE_MAX / sizeof(gm_bf16) / (size_t)head_dim)
         return gm_fail(st, GM_ENOMEM, "rope table: %d x %d entries overflow", seq_len, head_dim);
+    if (!(rope_base > 0 && rope_base <= FLT_MAX)) /* (NaN too) 0, -5 or NaN filled the table with NaN */
+        return gm_fail(st, GM_EUSAGE, "rope table: expected a finite positive rope_theta, found %g", rope_base);
 
     const int h = head_dim / 2;
     float *inv = malloc((size_t)h * sizeof *inv);

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
         return gm_regen_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "preview") == 0)
         return gm_preview_main(argc - 1, argv + 1);
-    int c, is_download = argc > 1 && strcmp(argv[1], "download") == 0;
+    int c, is_download = argc > 1 && strcmp(argv[1], "download") == 0, revision_given = 0;
     if (is_download) {
         argv++;
         argc--;
@@ -168,6 +168,7 @@ int main(int argc, char **argv)
         case 'n': opt.name = optarg; break;
         case 'r': repo = optarg; break;
         case 'R':
+            revision_given = 1;
             if (!*(revision = optarg)) {
                 fprintf(stderr, "gen-model: --revision: expected a branch, tag or commit, found an empty string\n");
                 return GM_EXIT_USAGE;
@@ -185,6 +186,12 @@ int main(int argc, char **argv)
     if (optind != argc - 1) {
         fprintf(stderr, "gen-model: expected one %s, found %d; see gen-model%s --help\n",
                 is_download ? "ORG/NAME" : "SOURCE", argc - optind, is_download ? " download" : "");
+        return GM_EXIT_USAGE;
+    }
+    struct stat ssb;
+    if (!is_download && revision_given && stat(argv[optind], &ssb) == 0 && S_ISDIR(ssb.st_mode)) {
+        fprintf(stderr, "gen-model: --revision: SOURCE %s is a folder, one revision already; --revision chooses a "
+                "Hub repo's (give ORG/NAME)\n", argv[optind]);
         return GM_EXIT_USAGE;
     }
     gm_status ost = {0};

@@ -455,6 +455,11 @@ Test(generator, scaffolding_again_keeps_the_users_files_and_refuses_another_repo
     /* under a name of its own it is scaffolded */
     cr_expect_eq(gen(src, "--repo someone/Qwen2-0.5B --name someones_qwen", NULL, &err), 0, "%s", err);
     free(err);
+    /* a folder is one revision: --revision with it is a mistake, said so, not ignored */
+    cr_expect_eq(gen(src, "--revision v9", NULL, &err), 2, "%s", err);
+    cr_expect(strstr(err, "--revision: SOURCE ") && strstr(err, "is a folder, one revision already") &&
+              tu_lines(err) == 1, "%s", err);
+    free(err);
 }
 
 Test(generator, a_long_repo_name_gives_an_id_that_regen_finds)

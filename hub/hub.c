@@ -374,10 +374,14 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
                        repo, h->endpoint);
     if (!strcmp(code, "RevisionNotFound"))
         return gm_fail(st, GM_ENET, "%s: revision '%s' not found", repo, revision);
-    if (!strcmp(code, "EntryNotFound") || (x->status == 404 && !code[0]))
-        return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s'", repo, file, revision);
     char u[4096];
     gm_url_for_message(x->url, u, sizeof u);
+    if (!strcmp(code, "EntryNotFound"))
+        return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s'", repo, file, revision);
+    if (x->status == 404) /* no error code of the Hub's: a mirror's answer, or an HF_ENDPOINT that is not a Hub */
+        return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s' (%s: 404 without the Hub's "
+                       "X-Error-Code; if HF_ENDPOINT %s is not a Hub, correct it)", repo, file, revision, u,
+                       h->endpoint);
     if (x->status == 401 && h->token)
         return gm_fail(st, GM_ENET, "%s: the Hub refused the token from %s for %s (401%s%s); check or renew it",
                        repo, h->token_source, file, x->error_message[0] ? ": " : "", x->error_message);

@@ -258,6 +258,18 @@ Test(hub, a_gated_repo_without_a_token_says_to_accept_the_licence_and_set_hf_tok
     free(err);
 }
 
+Test(hub, an_endpoint_that_is_not_a_hub_is_named_with_the_url_it_answered_404_for)
+{
+    hub_start(NULL);
+    char *err = NULL, env[256];
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://127.0.0.1:%d/prefix", hub.port); /* a mirror's path, mistyped */
+    cr_assert_neq(scaffold(env, "Qwen/Qwen2-0.5B", &err), 0);
+    cr_expect(strstr(err, "/prefix/Qwen/Qwen2-0.5B/resolve/main/config.json: 404 without the Hub's X-Error-Code") &&
+              strstr(err, "HF_ENDPOINT http://127.0.0.1:") && tu_lines(err) == 1, "%s", err);
+    cr_expect(!tu_exists(hub.out), "output written after a failure");
+    free(err);
+}
+
 Test(hub, the_token_comes_from_the_env_then_the_token_files)
 {
     hub_start(NULL);

@@ -146,6 +146,11 @@ static int read_origin(gm_snapshot *s, const char *path, gm_status *st)
     if (gm_read_file(path, 1u << 20, &text, &len, st))
         return st->code;
     root = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(root)) {
+        gm_fail(st, GM_EFORMAT, "%s: expected a JSON object {\"repo\": ..., \"commit\": ...}, found %s", path,
+                root ? "another JSON value" : "text that is not JSON");
+        goto out;
+    }
     const cJSON *repo = cJSON_GetObjectItemCaseSensitive(root, "repo");
     const cJSON *commit = cJSON_GetObjectItemCaseSensitive(root, "commit");
     if (!cJSON_IsString(repo) || !gm_repo_id_valid(repo->valuestring)) {
@@ -159,8 +164,8 @@ static int read_origin(gm_snapshot *s, const char *path, gm_status *st)
     }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     if (name && (!cJSON_IsString(name) || !gm_model_id_valid(name->valuestring))) {
-        gm_fail(st, GM_EFORMAT, "%s: expected \"name\" to be a model id of lower-case letters, digits and '_'",
-                path);
+        gm_fail(st, GM_EFORMAT, "%s: expected \"name\" to be a model id of 1 to %d lower-case letters, digits "
+                "and '_'", path, GM_MODEL_ID_MAX);
         goto out;
     }
     s->repo = strdup(repo->valuestring);

@@ -236,6 +236,14 @@ Test(review, regen_bad_input_is_one_line_and_the_other_models_go_on)
     free(after);
     free(out);
     free(err);
+    /* a source.json that is not JSON is said to be so, not to lack its repo */
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/snapshot/source.json", models);
+    tu_write(path, "{bad", 4);
+    cr_assert_eq(gm(&out, &err, "regen --models '%s' qwen2_0_5b", models), 1, "%s%s", out, err);
+    cr_expect(strstr(err, "/qwen2_0_5b/snapshot/source.json: expected a JSON object {\"repo\": ..., \"commit\": ...}, "
+                     "found text that is not JSON") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
 
     /* usage: an unknown id, a missing folder, templates that are not a template set */
     const char *cases[][3] = {

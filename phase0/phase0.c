@@ -640,11 +640,11 @@ static void progress_entry(const run *r, char *out, size_t size)
                       r->g[i].pass ? "PASS" : "FAIL");
     char baseline[3000], prompt[2000], weights[4200];
     if (r->have_top5) /* the numbers gate 2 measured, and only those */
-        snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 \"%s\" (id %d), logit %.4f, probability %.4f; "
+        snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 %s%s%s%d%s, logit %.4f, probability %.4f; "
                  "logits %s (std %.3f, entropy %.3f of uniform)", r->prompt ? "prompt \"" : "",
-                 r->prompt ? p0_md(r->prompt, 0, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens, top,
-                 r->top5[0], r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std,
-                 r->entropy_ratio);
+                 r->prompt ? p0_md(r->prompt, 0, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens,
+                 r->tok ? "\"" : "", top, r->tok ? "\" (id " : "id ", r->top5[0], r->tok ? ")" : "", /* no text without a tokenizer */
+                 r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio);
     else if (r->res.logits) /* it ran, and its logits were not finite: nothing to show but what gate 2 said */
         snprintf(baseline, sizeof baseline, "ran, logits not finite (%s)", p0_md(r->g[1].detail, 0, prompt, sizeof prompt));
     else if (r->g[1].cause && strncmp(r->g[1].cause, "not run", 7) == 0) /* it never ran, and says why */

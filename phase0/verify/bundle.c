@@ -69,7 +69,10 @@ void *vf_load(const char *dir, const char *prompt, const char *file, gm_npy_type
     } else if (!ok) {
         shape_text(want, sizeof want, rank, shape);
         shape_text(got, sizeof got, a.rank, a.shape);
-        gm_fail(st, GM_EFORMAT, "%s: shape: expected %s (-1: any), found %s", path, want, got);
+        int any = 0;
+        for (int i = 0; i < rank; i++)
+            any |= shape[i] < 0;
+        gm_fail(st, GM_EFORMAT, "%s: shape: expected %s%s, found %s", path, want, any ? " (-1: any)" : "", got);
     } else {
         for (int i = 0; i < rank; i++)
             shape[i] = a.shape[i];

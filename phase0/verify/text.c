@@ -129,7 +129,7 @@ void vf_print_text(const vf_report *r, FILE *out)
             fprintf(out, "  warning: %s%s\n", p->warning, p->n_warnings > 1 ? " (and at other steps too)" : "");
         if (p->layers)
             put_lens(out, "lens", p->layers, p->n_layers, p->first_low, p->threshold, "row");
-        if (p->ops)
+        if (p->ops && p->n_ops > 0) /* (none in common: no empty table) */
             put_lens(out, "ops", p->ops, p->n_ops, p->first_low_op, p->threshold, "op");
         if (p->checked[0])
             fprintf(out, "  checked: %s\n", p->checked);

@@ -344,7 +344,7 @@ Test(verify, on_the_fly_keeps_the_candidates_own_prompt_names)
     const char *one = ref;
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, two, one);
     cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
-    cr_expect(strstr(err, "/ref/manifest.json: prompts: expected the reference's 2, found 1; give --max-prompts 1") &&
+    cr_expect(strstr(err, "/ref/manifest.json: prompts: expected 2 (the reference's), found 1; give --max-prompts 1") &&
               tu_lines(err) == 1, "%s", err);
     free(out), free(err);
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --max-prompts 1", GM_PHASE0, two, one);
@@ -1272,7 +1272,7 @@ Test(verify, output_paths_are_checked_before_any_work)
 }
 
 /* Ctrl-C, a trailing slash, an empty --out, a NUL in a prompts file: what a shell user meets */
-Test(verify, capture_stopped_by_ctrl_c_leaves_nothing_and_takes_its_paths_as_a_shell_gives_them)
+Test(verify, capture_stopped_by_ctrl_c_leaves_nothing_and_takes_its_paths_as_a_shell_gives_them, .timeout = 90)
 {
     char cmd[16384], *out = NULL, *err = NULL, path[4400];
     /* SIGINT in the middle: the process ends by that signal, and no temporary folder stays */

@@ -273,7 +273,10 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
         json_str(j, "commit", m->commit, sizeof m->commit, path, st);
         json_str(j, "kernels", m->kernels, sizeof m->kernels, path, st);
         json_str(j, "tokenizer", m->tokenizer, sizeof m->tokenizer, path, st);
-        json_str(j, "precision", m->precision, sizeof m->precision, path, st);
+        /* what capture ran with, read as given: a candidate's own words there are not checked */
+        const cJSON *prec = cJSON_GetObjectItemCaseSensitive(j, "precision");
+        if (cJSON_IsString(prec) && strlen(prec->valuestring) < sizeof m->precision)
+            snprintf(m->precision, sizeof m->precision, "%s", prec->valuestring);
         const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
         m->rope_theta = cJSON_IsNumber(theta) ? theta->valuedouble : 0;
         json_int(j, "vocab_size", 0, &m->vocab, path, st);

@@ -201,6 +201,10 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     }
     if (vf_manifest_write(tmp, e, &m, weights, co->steps, in, n, co->f32, co->ops, st))
         goto out;
+    if (gm_interrupted()) {
+        gm_fail(st, GM_EIO, "interrupted: no bundle written");
+        goto out;
+    }
     if (!st->code && rename(tmp, out) != 0)
         gm_fail(st, GM_EIO, "%s: rename from %s failed: %s", out, tmp, strerror(errno));
     else if (!st->code)

@@ -106,12 +106,6 @@ static int parse_theta(const char *prog, const char *opt, const char *arg, doubl
     return 0;
 }
 
-/*
-** path, an output that --opt names, can be made: its folder exists and is a
-** writable folder (and, for a new folder, nothing is at path yet); else one
-** line naming the option and the path as given, and -1. Checked before any
-** work, so that a mistyped path costs nothing.
-*/
 /* The file `path` as its folder's real path and its name; 0 when that folder does not resolve. */
 static int resolved(const char *path, char *out, size_t size)
 {
@@ -135,6 +129,12 @@ static int same_or_inside(const char *path, const char *other, int inside)
     return strncmp(a, b, n) == 0 && (a[n] == '/' || (n == 1 && b[0] == '/'));
 }
 
+/*
+** path, an output that --opt names, can be made: its folder exists and is a
+** writable folder (and, for a new folder, nothing is at path yet); else one
+** line naming the option and the path as given, and -1. Checked before any
+** work, so that a mistyped path costs nothing.
+*/
 static int check_output(const char *prog, const char *opt, const char *path, int new_folder)
 {
     char dir[4200];
@@ -657,6 +657,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
                                                .ref_label = ref_label[0] ? ref_label : NULL}, &r, &st);
     if (made_ref && gm_remove_tree(ref) != 0)
         fprintf(stderr, "%s: warning: %s could not be removed: %s\n", prog, ref, strerror(errno));
+    if (!st.code && gm_interrupted()) /* caught since the reference was computed (capture catches them): stop here */
+        gm_fail(&st, GM_EIO, "interrupted; no report written");
     if (st.code) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         vf_report_free(&r);

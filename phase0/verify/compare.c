@@ -555,15 +555,25 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
         gm_fail(st, GM_ENOMEM, "out of memory");
         goto out;
     }
-    /* a candidate bundle's own manifest names its prompts' folders, in the reference's order */
+    /*
+    ** A candidate bundle's prompt folders: by the reference's names where its
+    ** manifest lists them, else by its own names in the reference's order
+    ** (the candidate's own names for the same prompts).
+    */
     if (!gate && cm.n_prompts > 0 && cm.n_prompts < n) {
-        gm_fail(st, GM_EFORMAT, "%s/manifest.json: prompts: expected the reference's %d, found %d; give --max-prompts "
-                "%d to judge the first %d", cand, n, cm.n_prompts, cm.n_prompts, cm.n_prompts);
+        gm_fail(st, GM_EFORMAT, "%s/manifest.json: prompts: expected %d (the reference's%s), found %d; give "
+                "--max-prompts %d to judge the first %d", cand, n, n < rm.n_prompts ? ", cut by --max-prompts" : "",
+                cm.n_prompts, cm.n_prompts, cm.n_prompts);
         goto out;
     }
     for (int i = 0; i < n; i++) {
         r->n_prompts = i + 1;
-        const char *cname = !gate && cm.n_prompts > 0 ? cm.names[i] : rm.names[i];
+        const char *cname = rm.names[i];
+        int listed = gate || cm.n_prompts == 0;
+        for (int k = 0; !listed && k < cm.n_prompts; k++)
+            listed = strcmp(cm.names[k], rm.names[i]) == 0;
+        if (!listed)
+            cname = cm.names[i];
         if (verify_prompt(ref, cand, cname, gate ? &gf.p[i] : NULL, &rm, i, tok, &r->prompts[i], st))
             goto out;
     }

@@ -40,7 +40,7 @@ void *vf_load(const char *dir, const char *prompt, const char *file, gm_npy_type
 
 /* The manifest's fields that say which model and tokenizer a bundle is of, and its prompts. */
 typedef struct vf_manifest {
-    char model[128], commit[96], kernels[32], tokenizer[32], precision[16];
+    char model[160], commit[96], kernels[32], tokenizer[32], precision[16]; /* model: an id of up to 128 (GM_MODEL_ID_MAX) */
     int vocab, n_layers, emb, head_dim, top_k, steps, n_prompts;
     double rope_theta;            /* the RoPE theta it ran with; 0: not recorded */
     char names[VF_MAX_PROMPTS][16];

@@ -104,7 +104,7 @@ typedef struct vf_prompt {
 } vf_prompt;
 
 typedef struct vf_report {
-    char model[128], ref_commit[96], ref_kernels[32], cand_label[256], ref_label[256];
+    char model[160], ref_commit[96], ref_kernels[32], cand_label[256], ref_label[256]; /* model: up to 128 */
     char ref_not[320];         /* why REF is no bf16 reference of its model ("captured with --f32"); "" when it is */
     int head_dim;
     int n_prompts;

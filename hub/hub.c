@@ -378,7 +378,7 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
     gm_url_for_message(x->url, u, sizeof u);
     if (!strcmp(code, "EntryNotFound"))
         return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s'", repo, file, revision);
-    if (x->status == 404) /* no error code of the Hub's: a mirror's answer, or an HF_ENDPOINT that is not a Hub */
+    if (x->status == 404 && !code[0]) /* no error code of the Hub's: a mirror's, or an HF_ENDPOINT not a Hub */
         return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s' (%s: 404 without the Hub's "
                        "X-Error-Code; if HF_ENDPOINT %s is not a Hub, correct it)", repo, file, revision, u,
                        h->endpoint);

@@ -411,7 +411,7 @@ int gm_snapshot_files(const gm_snapshot *s, gm_snapshot_file **out, size_t *n_ou
         ok = file_set(&f[n++], name, s->shards[i].header, s->shards[i].header_len);
     }
     /* repo and commit were validated on the way in: plain characters only */
-    char origin[512], id[128] = "";
+    char origin[512], id[GM_MODEL_ID_MAX + 32] = "";
     if (s->name)
         snprintf(id, sizeof id, ",\n  \"name\": \"%s\"", s->name);
     int len = snprintf(origin, sizeof origin, "{\n  \"repo\": \"%s\",\n  \"commit\": %s%s%s%s\n}\n", s->repo,

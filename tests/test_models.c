@@ -288,7 +288,7 @@ Test(models, rope_table_equals_hf_rounded_to_bf16_with_and_without_llama3_scalin
     }
     cr_assert_eq(scaled, 1, "llama3_tied should be the one golden with llama3 scaling");
     /* a theta that gives no frequencies is refused, not a table of NaN */
-    const double bad[] = {0, -5, NAN, INFINITY};
+    const double bad[] = {0, -5, NAN, INFINITY, 1e-300};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gm_bf16 *t = (gm_bf16 *)1;
         gm_status st = {0};

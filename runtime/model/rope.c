@@ -55,7 +55,7 @@ int gm_rope_table(gm_bf16 **table, int seq_len, int head_dim, double rope_base,
                        head_dim, seq_len);
     if ((size_t)seq_len > SIZE_MAX / sizeof(gm_bf16) / (size_t)head_dim)
         return gm_fail(st, GM_ENOMEM, "rope table: %d x %d entries overflow", seq_len, head_dim);
-    if (!(rope_base > 0 && rope_base <= FLT_MAX)) /* (NaN too) 0, -5 or NaN filled the table with NaN */
+    if (!((float)rope_base > 0.0f && rope_base <= FLT_MAX)) /* in f32, as it is used: 0, -5, NaN or 1e-300 gave NaN */
         return gm_fail(st, GM_EUSAGE, "rope table: expected a finite positive rope_theta, found %g", rope_base);
 
     const int h = head_dim / 2;

@@ -43,7 +43,8 @@ set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION 
                       SOVERSION ${GM_ABI} EXPORT_NAME runtime_shared)
 
 # and in one static library, libgenmodel.a, for a program that takes nothing of the runtime from the target board:
-# `pkg-config --static` with cc -static, or -Wl,-Bstatic -lgenmodel (-lgenmodel alone takes the shared one)
+# -Wl,-Bstatic -lgenmodel -Wl,-Bdynamic (-lgenmodel alone takes the shared one; Debian's cJSON and Oniguruma are
+# shared only, so cc -static needs builds of its own of those)
 add_library(gm_runtime_static STATIC ${runtime_objects})
 set_target_properties(gm_runtime_static PROPERTIES OUTPUT_NAME genmodel EXPORT_NAME runtime_static)
 target_include_directories(gm_runtime_static INTERFACE $<INSTALL_INTERFACE:include>)

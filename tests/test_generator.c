@@ -490,6 +490,16 @@ Test(generator, a_long_repo_name_gives_an_id_that_regen_finds)
     cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     cr_expect(strstr(out, ": unchanged"), "%s", out);
     free(out), free(err);
+    /* and a --name of the most characters an id may have, kept in snapshot/source.json */
+    char name[129];
+    memset(name, 'b', 128), name[128] = '\0';
+    snprintf(extra, sizeof extra, "--name %s", name);
+    cr_assert_eq(gen(src, extra, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' regen --check --models '%s' %s", GM_GEN_MODEL, out_dir, name);
+    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, ": unchanged"), "%s", out);
+    free(out), free(err);
 }
 
 Test(generator, ctrl_c_stops_a_template_that_never_ends, .timeout = 60)

@@ -1272,7 +1272,7 @@ Test(verify, output_paths_are_checked_before_any_work)
 }
 
 /* Ctrl-C, a trailing slash, an empty --out, a NUL in a prompts file: what a shell user meets */
-Test(verify, capture_stopped_by_ctrl_c_leaves_nothing_and_takes_its_paths_as_a_shell_gives_them, .timeout = 90)
+Test(verify, capture_stopped_by_ctrl_c_leaves_nothing_and_takes_its_paths_as_a_shell_gives_them)
 {
     char cmd[16384], *out = NULL, *err = NULL, path[4400];
     /* SIGINT in the middle: the process ends by that signal, and no temporary folder stays */

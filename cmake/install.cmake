@@ -35,7 +35,8 @@ foreach(l ${runtime_libs})
 endforeach()
 add_library(gm_runtime_shared SHARED ${runtime_objects})
 target_link_libraries(gm_runtime_shared PRIVATE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
-target_link_options(gm_runtime_shared PRIVATE -Wl,--no-undefined)
+target_link_options(gm_runtime_shared PRIVATE -Wl,--no-undefined -Wl,--version-script=${CMAKE_SOURCE_DIR}/cmake/genmodel.map)
+set_target_properties(gm_runtime_shared PROPERTIES LINK_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/genmodel.map)
 target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:include>)
 # the file named by the runtime ABI too (libgenmodel.so.5.0.0), so that installing another ABI puts its library
 # beside this one: named by the project's version, every ABI wrote one file and an older link led to the newer code

@@ -31,6 +31,11 @@ done
 soname=$(objdump -p "$prefix/lib/libgenmodel.so" | awk '/SONAME/ {print $2}')
 abi=$(sed -n 's/^#define GM_RUNTIME_ABI \([0-9]*\).*/\1/p' runtime/core/include/gm/status.h)
 [ "$soname" = "libgenmodel.so.$abi" ] || { echo "test-install: soname $soname, expected libgenmodel.so.$abi" >&2; exit 1; }
+# its ABI is its public headers: every symbol it exports is named in one (cmake/genmodel.map hides the rest)
+for sym in $(nm -D --defined-only "$prefix/lib/libgenmodel.so" | awk '$2 ~ /[TDRBV]/ {print $3}'); do
+  grep -qw -- "$sym" "$prefix"/include/gm/*.h ||
+    { echo "test-install: libgenmodel.so exports $sym, which no public header names (cmake/genmodel.map)" >&2; exit 1; }
+done
 "$prefix/bin/gen-model" --version
 for prog in gen-model phase0; do # the man page is the --help text
   first=$("$prefix/bin/$prog" --help | head -1 | sed 's/[][\\.*^$]/\\&/g')

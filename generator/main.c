@@ -169,10 +169,8 @@ int main(int argc, char **argv)
         case 'r': repo = optarg; break;
         case 'R':
             revision_given = 1;
-            if (!*(revision = optarg)) {
-                fprintf(stderr, "gen-model: --revision: expected a branch, tag or commit, found an empty string\n");
+            if (gm_revision_arg("gen-model", revision = optarg))
                 return GM_EXIT_USAGE;
-            }
             break;
         case 'T': opt.templates_dir = optarg; break;
         case 'v': opt.verbose = 1; break;

@@ -4,8 +4,6 @@
 #include "gm/io.h"
 #include "gm/lock.h"
 
-#include <cjson/cJSON.h>
-
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -247,20 +245,16 @@ static void kept_free(kept *k)
 */
 static int same_model(const char *final, const gm_snapshot *snap, gm_status *st)
 {
-    char path[PATH_MAX + 32], *text = NULL;
-    size_t len = 0;
-    gm_status ignore = {0};
+    char path[PATH_MAX + 32];
+    gm_snapshot old = {0};
+    gm_status ignore = {0}; /* a source.json that does not read names no model: the folder is replaced */
     snprintf(path, sizeof path, "%s/snapshot/source.json", final);
-    if (!exists(path) || gm_read_file(path, 1u << 20, &text, &len, &ignore))
-        return 0;
-    cJSON *j = cJSON_ParseWithLength(text, len);
-    const cJSON *repo = cJSON_GetObjectItemCaseSensitive(j, "repo");
-    if (cJSON_IsString(repo) && snap->repo && strcmp(repo->valuestring, snap->repo) != 0)
+    if (exists(path) && gm_snapshot_read_origin(&old, path, &ignore) == 0 && snap->repo &&
+        strcmp(old.repo, snap->repo) != 0)
         gm_fail(st, GM_EUSAGE, "%s/: holds the model of %s, not %s (the same id); give --name ID for a folder of its "
-                "own, --repo %s if a local copy of that model, or remove %s/ to replace it", final, repo->valuestring,
-                snap->repo, repo->valuestring, final);
-    cJSON_Delete(j);
-    free(text);
+                "own, --repo %s if a local copy of that model, or remove %s/ to replace it", final, old.repo,
+                snap->repo, old.repo, final);
+    gm_snapshot_free(&old);
     return st->code;
 }
 

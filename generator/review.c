@@ -572,11 +572,8 @@ int gm_preview_main(int argc, char **argv)
         switch (c) {
         case 'T': p.with.templates_dir = optarg; break;
         case 'R':
-            if (!*(p.src.revision = optarg)) {
-                fprintf(stderr, "gen-model: preview: --revision: expected a branch, tag or commit, found an empty "
-                        "string\n");
+            if (gm_revision_arg("gen-model: preview", p.src.revision = optarg))
                 return GM_EXIT_USAGE;
-            }
             break;
         case 'v': p.base.verbose = p.with.verbose = 1; break;
         case 'h': fputs(preview_usage, stdout); return GM_EXIT_OK;

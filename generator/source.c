@@ -14,6 +14,14 @@
 #include "gm/cli.h"
 #include "gm/lock.h"
 
+int gm_revision_arg(const char *prog, const char *rev)
+{
+    if (*rev)
+        return 0;
+    fprintf(stderr, "%s: --revision: expected a branch, tag or commit, found an empty string\n", prog);
+    return -1;
+}
+
 int gm_exit_code(int code)
 {
     switch (code) {

@@ -25,6 +25,9 @@ enum {
 /* The exit status of a gm_status code. */
 int gm_exit_code(int code);
 
+/* --revision REV as a command takes it: not empty (a typo, not a revision the Hub lacks); else one line from prog, -1. */
+int gm_revision_arg(const char *prog, const char *rev);
+
 /*
 ** What a command that fetches or writes models sets up first: SIGXFSZ ignored (past
 ** RLIMIT_FSIZE a write fails with EFBIG and is cleaned up, instead of killing us mid-write),

@@ -32,7 +32,7 @@ static const char usage[] =
 #define STDIN_MAX ((size_t)256 << 20)
 
 /* stdin whole, NUL-ended; NULL with errno set when it cannot be read, or EFBIG past STDIN_MAX bytes */
-static char *read_stdin(size_t *len)
+static char *read_all(size_t *len)
 {
     size_t n = 0, cap = 1 << 16;
     char *p = malloc(cap + 1);
@@ -66,19 +66,26 @@ static char *read_stdin(size_t *len)
     return p;
 }
 
+/* stdin whole, NUL-ended (its length in *len); NULL with st set when it cannot be read or is too long */
+static char *read_stdin(size_t *len, gm_status *st)
+{
+    char *text = read_all(len);
+    if (!text && errno == EFBIG)
+        gm_fail(st, GM_EFORMAT, "stdin: expected at most %zu bytes, found more; give the text in parts", STDIN_MAX);
+    else if (!text)
+        gm_fail(st, GM_EIO, "stdin: cannot read: %s", strerror(errno));
+    return text;
+}
+
 static int encode(const gm_tokenizer *t, int add_special, int parse_special, gm_status *st)
 {
     size_t len, n = 0;
     int32_t *ids = NULL;
-    char *text = read_stdin(&len);
-    int rc = 0;
+    char *text = read_stdin(&len, st);
+    int rc = st->code;
 
-    if (text == NULL) {
-        rc = errno == EFBIG ? gm_fail(st, GM_EFORMAT, "stdin: expected at most %zu bytes, found more; give the text "
-                                      "in parts", STDIN_MAX)
-                            : gm_fail(st, GM_EIO, "stdin: cannot read: %s", strerror(errno));
+    if (text == NULL)
         goto out;
-    }
     if ((rc = gm_tokenizer_encode_mt(t, text, len, add_special, parse_special, 2, &ids, &n, st)) != 0) {
         gm_prefix(st, "stdin");
         goto out;
@@ -96,15 +103,11 @@ static int decode(const gm_tokenizer *t, int skip_special, gm_status *st)
 {
     size_t len, n = 0, cap = 0, out_len;
     int32_t *ids = NULL;
-    char *text = read_stdin(&len), *p, *out = NULL;
-    int rc = 0;
+    char *text = read_stdin(&len, st), *p, *out = NULL;
+    int rc = st->code;
 
-    if (text == NULL) {
-        rc = errno == EFBIG ? gm_fail(st, GM_EFORMAT, "stdin: expected at most %zu bytes, found more; give the text "
-                                      "in parts", STDIN_MAX)
-                            : gm_fail(st, GM_EIO, "stdin: cannot read: %s", strerror(errno));
+    if (text == NULL)
         goto out;
-    }
     for (p = text; *p;) {
         if (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '[' || *p == ']') {
             p++;

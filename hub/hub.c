@@ -606,17 +606,13 @@ static int has(const char *dir, const char *file, const char *suffix)
     pathf(path, sizeof path, "%s/%s%s", dir, file, suffix);
     if (strcmp(suffix, ".head") != 0)
         return file_exists(path);
-    /* a kept header counts when it is whole: its 8-byte length and that many bytes (a cut copy is fetched again) */
-    struct stat sb;
-    unsigned char n8[8];
-    const int fd = stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-    const int got = fd >= 0 && read(fd, n8, 8) == 8;
-    if (fd >= 0)
-        close(fd);
-    uint64_t n = 0;
-    for (int i = 7; got && i >= 0; i--)
-        n = n << 8 | n8[i];
-    return got && n <= (uint64_t)sb.st_size - 8;
+    /* a kept header counts when it reads whole, as the snapshot reader will read it (a cut copy is fetched again) */
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    gm_status ignore = {0};
+    const int whole = file_exists(path) && st_read_header_bytes(path, &bytes, &n, &ignore) == 0;
+    free(bytes);
+    return whole;
 }
 
 /* Check a ranged answer: 206 with Content-Range starting at `start`, or a 200 we cut short. */

@@ -137,8 +137,7 @@ static int check_link(const char *dir, const char *path, gm_status *st)
     return st->code;
 }
 
-/* repo and commit from a small JSON file holding {"repo": ..., "commit": ...}. */
-static int read_origin(gm_snapshot *s, const char *path, gm_status *st)
+int gm_snapshot_read_origin(gm_snapshot *s, const char *path, gm_status *st)
 {
     char *text = NULL;
     size_t len = 0;
@@ -312,10 +311,10 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
         }
         s->repo = strdup(repo_override);
     } else if (path_join(path, sizeof path, dir, "source.json", st) == 0 && exists(path)) {
-        if (check_link(dir, path, st) || read_origin(s, path, st))
+        if (check_link(dir, path, st) || gm_snapshot_read_origin(s, path, st))
             goto fail;
     } else if (path_join(path, sizeof path, dir, ".hub.json", st) == 0 && exists(path)) {
-        if (check_link(dir, path, st) || read_origin(s, path, st))
+        if (check_link(dir, path, st) || gm_snapshot_read_origin(s, path, st))
             goto fail;
     } else if (origin_from_path(s, dir, st)) {
         goto fail;

@@ -75,6 +75,13 @@ int gm_snapshot_write(const gm_snapshot *s, const char *dir, gm_status *st);
 
 void gm_snapshot_free(gm_snapshot *s);
 
+/*
+** repo, commit and name (--name) into s from path, a snapshot's source.json
+** ({"repo": ..., "commit": ..., "name": ...}), each checked; else st says
+** which is wrong.
+*/
+int gm_snapshot_read_origin(gm_snapshot *s, const char *path, gm_status *st);
+
 /* A Hub repo id: "name" or "org/name", each part [A-Za-z0-9][A-Za-z0-9._-]*, no "..". */
 int gm_repo_id_valid(const char *repo);
 

@@ -630,21 +630,23 @@ static void progress_entry(const run *r, char *out, size_t size)
 {
     gm_config c;
     r->e->config(&c);
-    char date[32], top[160] = "", verdicts[400] = "";
+    char date[32], text[160], top[200], verdicts[400] = "";
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
-    if (r->tok)
-        p0_md(r->top5_text[0], 0, top, sizeof top);
+    if (r->tok) /* the top-1 as text where there is a tokenizer, else as its id */
+        snprintf(top, sizeof top, "\"%s\" (id %d)", p0_md(r->top5_text[0], 0, text, sizeof text), r->top5[0]);
+    else
+        snprintf(top, sizeof top, "id %d", r->top5[0]);
     for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
         k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
                       r->g[i].pass ? "PASS" : "FAIL");
     char baseline[3000], prompt[2000], weights[4200];
     if (r->have_top5) /* the numbers gate 2 measured, and only those */
-        snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 %s%s%s%d%s, logit %.4f, probability %.4f; "
+        snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 %s, logit %.4f, probability %.4f; "
                  "logits %s (std %.3f, entropy %.3f of uniform)", r->prompt ? "prompt \"" : "",
                  r->prompt ? p0_md(r->prompt, 0, prompt, sizeof prompt) : "", r->prompt ? "\", " : "", r->n_tokens,
-                 r->tok ? "\"" : "", top, r->tok ? "\" (id " : "id ", r->top5[0], r->tok ? ")" : "", /* no text without a tokenizer */
-                 r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std, r->entropy_ratio);
+                 top, r->top5_logit[0], r->top5_prob[0], r->logits_ok ? "OK" : "not OK", r->logits_std,
+                 r->entropy_ratio);
     else if (r->res.logits) /* it ran, and its logits were not finite: nothing to show but what gate 2 said */
         snprintf(baseline, sizeof baseline, "ran, logits not finite (%s)", p0_md(r->g[1].detail, 0, prompt, sizeof prompt));
     else if (r->g[1].cause && strncmp(r->g[1].cause, "not run", 7) == 0) /* it never ran, and says why */

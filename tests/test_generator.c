@@ -477,29 +477,31 @@ Test(generator, scaffolding_again_keeps_the_users_files_and_refuses_another_repo
     free(err);
 }
 
-Test(generator, a_long_repo_name_gives_an_id_that_regen_finds)
+/* Qwen2-0.5B scaffolded with `option value`, as model `id`, which regen --check then finds unchanged. */
+static void scaffold_then_regen(const char *option, const char *value, const char *id)
 {
-    /* a Hub repo's name may be 96 characters; the id made of it names the folder regen is given */
-    char src[4096], extra[256], id[128], cmd[9000], *out = NULL, *err = NULL;
+    char src[4096], extra[256], cmd[9000], *out = NULL, *err = NULL;
     snprintf(src, sizeof src, "%s/Qwen/Qwen2-0.5B", HUB);
-    memset(id, 'a', 96), id[96] = '\0';
-    snprintf(extra, sizeof extra, "--repo org/%s", id);
+    snprintf(extra, sizeof extra, "%s %s", option, value);
     cr_assert_eq(gen(src, extra, NULL, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "'%s' regen --check --models '%s' %s", GM_GEN_MODEL, out_dir, id);
     cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
     cr_expect(strstr(out, ": unchanged"), "%s", out);
     free(out), free(err);
+}
+
+Test(generator, a_long_repo_name_gives_an_id_that_regen_finds)
+{
+    /* a Hub repo's name may be 96 characters; the id made of it names the folder regen is given */
+    char id[128], repo[140];
+    memset(id, 'a', 96), id[96] = '\0';
+    snprintf(repo, sizeof repo, "org/%s", id);
+    scaffold_then_regen("--repo", repo, id);
     /* and a --name of the most characters an id may have, kept in snapshot/source.json */
     char name[129];
     memset(name, 'b', 128), name[128] = '\0';
-    snprintf(extra, sizeof extra, "--name %s", name);
-    cr_assert_eq(gen(src, extra, NULL, &err), 0, "%s", err);
-    free(err);
-    snprintf(cmd, sizeof cmd, "'%s' regen --check --models '%s' %s", GM_GEN_MODEL, out_dir, name);
-    cr_expect_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
-    cr_expect(strstr(out, ": unchanged"), "%s", out);
-    free(out), free(err);
+    scaffold_then_regen("--name", name, name);
 }
 
 Test(generator, ctrl_c_stops_a_template_that_never_ends)

@@ -75,12 +75,24 @@ static int ids_in_vocab(const char *dir, const char *name, const char *file, con
 ** The reference's dir/name/file, n values, finite: a NaN or an infinity there is a broken capture,
 ** not a result to measure a candidate against (the candidate's are counted by the lens, and fail it).
 */
-static int ref_finite(const char *dir, const char *name, const char *file, const float *x, int64_t n, gm_status *st)
+/* The index of the first NaN or infinity of x[0..n) (x NULL: none), -1 when there is none; its name in *what. */
+static int64_t first_nonfinite(const float *x, int64_t n, const char **what)
 {
     for (int64_t i = 0; x && i < n; i++)
-        if (!isfinite(x[i]))
-            return gm_fail(st, GM_EFORMAT, "%s/%s/%s: expected finite values in the reference, found %s at element %lld",
-                           dir, name, file, isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf", (long long)i);
+        if (!isfinite(x[i])) {
+            *what = isnan(x[i]) ? "nan" : x[i] > 0 ? "inf" : "-inf";
+            return i;
+        }
+    return -1;
+}
+
+static int ref_finite(const char *dir, const char *name, const char *file, const float *x, int64_t n, gm_status *st)
+{
+    const char *what;
+    const int64_t i = first_nonfinite(x, n, &what);
+    if (i >= 0)
+        return gm_fail(st, GM_EFORMAT, "%s/%s/%s: expected finite values in the reference, found %s at element %lld",
+                       dir, name, file, what, (long long)i);
     return 0;
 }
 
@@ -127,12 +139,12 @@ static int load_choices(const char *dir, const char *name, int64_t V, int is_ref
     float *lg = vf_load(dir, name, "topk_logits.npy", GM_NPY_F4, 2, lsh, st);
     if (!st->code && is_ref)
         ref_finite(dir, name, "topk_logits.npy", lg, tsh[0] * tsh[1], st);
-    for (int64_t i = 0; !st->code && lg && !is_ref && i < tsh[0] * tsh[1]; i++) /* its rows' order is not known */
-        if (!isfinite(lg[i]))
-            gm_fail(st, GM_EFORMAT, "%s/%s/topk_logits.npy: expected finite logits, found %s at step %lld, column "
-                    "%lld: the candidate's run overflowed there (its top-k cannot be put in order)", dir, name,
-                    isnan(lg[i]) ? "nan" : lg[i] > 0 ? "inf" : "-inf", (long long)(i / (int64_t)w),
-                    (long long)(i % (int64_t)w));
+    const char *what;
+    const int64_t bad = !st->code && !is_ref ? first_nonfinite(lg, tsh[0] * tsh[1], &what) : -1;
+    if (bad >= 0) /* the candidate's rows then have no order */
+        gm_fail(st, GM_EFORMAT, "%s/%s/topk_logits.npy: expected finite logits, found %s at step %lld, column %lld: "
+                "the candidate's run overflowed there (its top-k cannot be put in order)", dir, name, what,
+                (long long)(bad / (int64_t)w), (long long)(bad % (int64_t)w));
     s->n_rows = tsh[0];
     s->rows = malloc(sizeof *s->rows * (size_t)(s->n_rows ? s->n_rows : 1) * VF_GATE_K);
     if (!st->code && !s->rows)
@@ -178,10 +190,11 @@ static int load_last_logits(const char *dir, const char *name, int64_t V, int re
             gm_fail(st, GM_EFORMAT, "%s/%s/last_logits.npy: missing from the reference", dir, name);
         return st->code;
     }
-    for (int64_t v = 0; v < V; v++)
-        if (!isfinite(s->last[v]))
-            return gm_fail(st, GM_EFORMAT, "%s/%s/last_logits.npy: expected finite logits, found %s at [%lld]", dir,
-                           name, isnan(s->last[v]) ? "nan" : s->last[v] > 0 ? "inf" : "-inf", (long long)v);
+    const char *what;
+    const int64_t v = first_nonfinite(s->last, V, &what);
+    if (v >= 0)
+        return gm_fail(st, GM_EFORMAT, "%s/%s/last_logits.npy: expected finite logits, found %s at [%lld]", dir, name,
+                       what, (long long)v);
     return 0;
 }
 

@@ -52,3 +52,15 @@ int p0_config_check(const gm_model_entry *e, const char *dir, char *diff, size_t
         snprintf(diff, size, "%s%s%s", other, other[0] && n ? "; " : "", n ? fields : "");
     return 0;
 }
+
+int p0_note_positions(const char *prog, const gm_config *c, int positions)
+{
+    if (positions <= c->max_position_embeddings)
+        return 0;
+    fprintf(stderr,
+            "%s: note: this run takes %d positions, past max_position_embeddings (%d), the longest the model was "
+            "trained for: transformers runs them the same way, but outputs there say little about the port; a "
+            "shorter prompt or fewer decode steps stay inside\n",
+            prog, positions, c->max_position_embeddings);
+    return 1;
+}

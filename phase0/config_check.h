@@ -26,4 +26,12 @@ int p0_has_weights(const char *dir);
 */
 int p0_config_check(const gm_model_entry *e, const char *dir, char *diff, size_t size, gm_status *st);
 
+/*
+** A run of `positions` positions (prompt and decode) on a model trained for
+** max_position_embeddings: past them it runs as transformers runs it (RoPE
+** has no end), but outputs there are not what the model was made for, so
+** prog says so on stderr, once. Returns whether it did.
+*/
+int p0_note_positions(const char *prog, const gm_config *c, int positions);
+
 #endif

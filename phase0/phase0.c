@@ -419,6 +419,8 @@ static void gate_baseline(run *r, gate *g)
     if (isatty(STDERR_FILENO))
         with_progress.progress = prefill_progress;
     o = &with_progress;
+    /* the positions that run: the last decoded token is not run */
+    p0_note_positions("phase0", &m->cfg, r->n_tokens + (r->n_decode > 0 ? r->n_decode - 1 : 0));
     if (rt_session_new(&s, m, o, r->n_tokens + r->n_decode, &st) ||
         (t0 = now(), rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st))) {
         set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);

@@ -22,7 +22,7 @@ static const char *const goldens[] = {"llama3_tied", "llama_f32_checkpoint", "ll
 
 static int phase0(const char *id, const char *weights, const char *extra, char **out, char **err)
 {
-    char cmd[16384];
+    char cmd[24576];
     snprintf(cmd, sizeof cmd, "'%s' %s --weights '%s' %s", GM_PHASE0, id, weights, extra ? extra : "");
     return tu_run(cmd, out, err);
 }
@@ -555,6 +555,31 @@ Test(phase0, decode_reports_hf_greedy_tokens_and_tokens_per_second)
     cJSON_Delete(j);
     free(out);
     free(toks);
+}
+
+/* Positions past max_position_embeddings (4096 in every golden) run, as in transformers, with a note that says so. */
+Test(phase0, a_run_past_max_position_embeddings_passes_with_a_note_and_one_inside_without)
+{
+    char weights[4096], extra[16384], *out = NULL, *err = NULL;
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    const struct {
+        int tokens, decode, note;
+    } runs[] = {{4096, 0, 0}, {4097, 0, 1}, {4090, 7, 0}, {4090, 8, 1}}; /* the last decoded token does not run */
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        int n = runs[i].decode ? snprintf(extra, sizeof extra, "--no-record --decode %d --tokens 5", runs[i].decode)
+                               : snprintf(extra, sizeof extra, "--no-record --tokens 5");
+        for (int t = 1; t < runs[i].tokens; t++)
+            n += snprintf(extra + n, sizeof extra - (size_t)n, ",5");
+        cr_assert_eq(phase0("llama_untied", weights, extra, &out, &err), 0, "%s%s", out, err);
+        cr_assert(strstr(out, "Phase 0: PASS"), "%s", out);
+        char want[128];
+        snprintf(want, sizeof want, "phase0: note: this run takes %d positions, past max_position_embeddings (4096)",
+                 runs[i].tokens + (runs[i].decode ? runs[i].decode - 1 : 0));
+        cr_assert_eq(strstr(err, want) != NULL, runs[i].note, "%d tokens, --decode %d:\n%s", runs[i].tokens,
+                     runs[i].decode, err);
+        free(out);
+        free(err);
+    }
 }
 
 Test(phase0, two_runs_recording_at_once_leave_each_file_whole_with_one_entry)

@@ -188,6 +188,7 @@ int vf_capture(const gm_model_entry *e, const char *weights, const vf_prompt_in 
     snprintf(look, sizeof look, "phase0 %s --weights %s (gate 2) names the tensor", e->id, weights);
     const rt_options o = {.precision = co->f32 ? RT_F32 : RT_BF16, .diagnosis = 1, .threads = 0,
                           .observer = {sink_wants, sink_op, &sink}};
+    p0_note_positions(co->prog, &m.cfg, longest + co->steps - 1); /* the last step's token is not run */
     if (rt_session_new(&s, &m, &o, longest + co->steps, st))
         goto out;
     for (int i = 0; i < n; i++) {

@@ -463,7 +463,8 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
     gm_status st = {0};
     if (gather_prompts(prog, &po, e, weights, canonical, in, &n, &st) == 0)
         vf_capture(e, weights, in, n,
-                   &(vf_capture_opts){.steps = steps, .f32 = f32, .rope_theta = rope_theta, .ops = any ? mask : NULL},
+                   &(vf_capture_opts){
+                       .prog = prog, .steps = steps, .f32 = f32, .rope_theta = rope_theta, .ops = any ? mask : NULL},
                    out, &st);
     free(mask);
     if (st.code) {
@@ -575,8 +576,8 @@ static int reference_now(const char *prog, const prompt_opts *po, const char *mo
     snprintf(ref, size, "%s.ref-XXXXXX", cand);
     if (!st->code && (!mkdtemp(ref) || rmdir(ref) != 0))
         gm_fail(st, GM_EIO, "%s: cannot make a temporary name: %s", ref, strerror(errno));
-    if (!st->code && vf_capture(e, weights, in, n, &(vf_capture_opts){.steps = steps, .ops = any ? ops : NULL}, ref,
-                                st) == 0)
+    const vf_capture_opts co = {.prog = prog, .steps = steps, .ops = any ? ops : NULL};
+    if (!st->code && vf_capture(e, weights, in, n, &co, ref, st) == 0)
         *made = 1;
     free(ops);
     free_prompts(in, n);

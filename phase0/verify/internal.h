@@ -99,6 +99,7 @@ void vf_gate_file_free(vf_gate_file *g);
 /* ---------------------------------------------------------------- capture.c */
 
 typedef struct vf_capture_opts {
+    const char *prog;   /* for the notes on stderr */
     int steps;          /* greedy steps after the prefill */
     const unsigned char *ops; /* [n_layers]: nonzero, that layer's ops are captured too (NULL: none) */
     int f32;            /* the runner in f32 (a candidate, not a reference) */

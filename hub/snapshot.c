@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "gm/io.h"
 #include "gm/safetensors.h"
 
 #define MAX_JSON_FILE (64u << 20) /* config.json and index files are kilobytes */
@@ -251,6 +252,10 @@ static int read_shard(gm_shard *sh, const char *dir, const char *heads, const ch
         sh->file_size = (uint64_t)sb.st_size;
     } else if (!head_in(path, sizeof path, dir, file, st) && !st->code &&
                !(heads && head_in(path, sizeof path, heads, file, st))) {
+        const char *const where[] = {dir, dir, heads}, *const suffix[] = {"", ".head", ".head"};
+        for (int i = 0; i < 3 && !st->code; i++) /* a link to nothing is named as one */
+            if (where[i] && snprintf(path, sizeof path, "%s/%s%s", where[i], file, suffix[i]) < (int)sizeof path)
+                gm_dangling(path, st);
         if (st->code)
             return st->code;
         if (heads)
@@ -297,7 +302,8 @@ int gm_snapshot_open_dir(gm_snapshot *s, const char *dir,
     if (input_path(path, sizeof path, dir, "config.json", st))
         goto fail;
     if (!exists(path)) { /* not a model folder: bad input, as a folder without weights is */
-        gm_fail(st, GM_EMISSING, "%s: missing: a model folder holds config.json", path);
+        if (!gm_dangling(path, st))
+            gm_fail(st, GM_EMISSING, "%s: missing: a model folder holds config.json", path);
         goto fail;
     }
     if (read_kept(path, &s->config, &s->config_len, &s->config_path, st))
@@ -357,8 +363,14 @@ int gm_snapshot_read_headers(gm_snapshot *s, const char *dir, const char *heads,
     if (!exists(path)) {
         if (has_single(dir, heads, "model.q4nx")) /* mlir-air's Q4NX bundle: one safetensors file by another name */
             return read_single(s, dir, heads, "model.q4nx", st);
-        gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json (or a Q4NX bundle, "
-                "model.q4nx), found none", dir);
+        static const char *const weights[] = {"model.safetensors", "model.safetensors.head",
+                                              "model.safetensors.index.json", "model.q4nx", "model.q4nx.head"};
+        for (size_t i = 0; i < sizeof weights / sizeof weights[0] && !st->code; i++)
+            if (path_join(path, sizeof path, dir, weights[i], st) == 0)
+                gm_dangling(path, st);
+        if (!st->code)
+            gm_fail(st, GM_EMISSING, "%s: expected model.safetensors or model.safetensors.index.json (or a Q4NX "
+                    "bundle, model.q4nx), found none", dir);
         goto fail;
     }
     if (read_kept(path, &s->index, &s->index_len, &s->index_path, st))

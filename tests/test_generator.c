@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gm/config.h"
 #include "lua_host.h"
@@ -345,6 +346,30 @@ Test(generator, a_folder_without_config_json_is_bad_input)
     assert_refused(rc, 1, err, want);
     free(err);
     free(dir);
+}
+
+/* A link to nothing (a cache snapshot whose blob was deleted) is named as one, wherever a file should be. */
+Test(generator, a_symlink_to_nothing_is_named_as_one)
+{
+    static const struct {
+        const char *repo, *file;
+    } cases[] = {{"Qwen/Qwen2-0.5B", "config.json"},
+                 {"Qwen/Qwen2-0.5B", "model.safetensors.head"},
+                 {"meta-llama/Meta-Llama-3-8B", "model-00003-of-00004.safetensors.head"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = snapshot_copy(cases[i].repo), *err = NULL, path[4300], want[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i].file);
+        cr_assert_eq(remove(path), 0);
+        cr_assert_eq(symlink("../../blobs/deleted", path), 0);
+        int rc = gen(dir, NULL, NULL, &err);
+        snprintf(want, sizeof want, "gen-model: %s: a symlink to ../../blobs/deleted, which is not there", path);
+        assert_refused(rc, 1, err, want);
+        char rm[4400];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", dir); /* the next case copies its repo afresh */
+        cr_assert_eq(system(rm), 0);
+        free(err);
+        free(dir);
+    }
 }
 
 /* ---------------------------------------------------------------------- */

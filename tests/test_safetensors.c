@@ -883,6 +883,33 @@ Test(safetensors_model, reports_a_folder_without_weights, .init = make_dir, .fin
     expect_message(&st, "neither model.safetensors nor model.safetensors.index.json is present");
 }
 
+/* A cache snapshot whose blob was deleted: the link and where it pointed, not "not present". */
+Test(safetensors_model, names_a_symlink_to_nothing_in_place_of_a_weights_file, .init = make_dir, .fini = remove_dir)
+{
+    st_model *m;
+    gm_status st;
+    char link[512];
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json", "model.q4nx"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(link, sizeof link, "%s/%s", fixture_dir, names[i]);
+        cr_assert_eq(symlink("../../blobs/deleted", link), 0);
+        cr_assert_eq(open_fixture(&m, &st), GM_EMISSING, "%s", names[i]);
+        char want[600];
+        snprintf(want, sizeof want, "%s: a symlink to ../../blobs/deleted, which is not there", link);
+        cr_assert(strstr(st.msg, want) && strstr(st.msg, "fetch the repo again"), "%s", st.msg);
+        unlink(link);
+    }
+    TWO_SHARDS(); /* and a shard the index names */
+    put_text("model.safetensors.index.json", "{\"weight_map\":{\"w1\":\"a.safetensors\",\"w2\":\"b.safetensors\"}}");
+    cr_assert_eq(open_fixture(&m, &st), GM_OK, "%s", st.msg);
+    st_model_close(m);
+    snprintf(link, sizeof link, "%s/b.safetensors", fixture_dir);
+    cr_assert_eq(unlink(link), 0);
+    cr_assert_eq(symlink("gone", link), 0);
+    cr_assert_eq(open_fixture(&m, &st), GM_EMISSING);
+    cr_assert(strstr(st.msg, "/b.safetensors: a symlink to gone, which is not there"), "%s", st.msg);
+}
+
 Test(safetensors_model, prefers_the_single_file_over_an_index, .init = make_dir,
      .fini = remove_dir)
 {

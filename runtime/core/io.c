@@ -14,7 +14,9 @@
 int gm_open_regular(const char *path, struct stat *sb, gm_status *st)
 {
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO opens at once, to be refused below */
-    if (fd < 0 || fstat(fd, sb) != 0) {
+    if (fd < 0 && errno == ENOENT && gm_dangling(path, st)) {
+        return -1;
+    } else if (fd < 0 || fstat(fd, sb) != 0) {
         gm_fail(st, GM_EIO, "%s: cannot open: %s", path, strerror(errno));
     } else if (!S_ISREG(sb->st_mode)) {
         gm_fail(st, GM_EIO, "%s: expected a regular file", path);
@@ -24,6 +26,18 @@ int gm_open_regular(const char *path, struct stat *sb, gm_status *st)
     if (fd >= 0)
         close(fd);
     return -1;
+}
+
+int gm_dangling(const char *path, gm_status *st)
+{
+    char target[4096];
+    struct stat sb;
+    const ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0 || stat(path, &sb) == 0)
+        return 0;
+    target[n] = '\0';
+    return gm_fail(st, GM_EMISSING, "%s: a symlink to %s, which is not there (in a Hugging Face cache, a deleted "
+                   "blob: fetch the repo again)", path, target);
 }
 
 int gm_read_file(const char *path, size_t max, char **data, size_t *len,

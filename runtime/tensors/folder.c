@@ -279,8 +279,16 @@ static int open_sharded(st_model *m, gm_status *st)
     if (path == NULL)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", m->dir);
     if (access(path, F_OK) != 0) {
-        gm_fail(st, GM_EMISSING, "%s: neither %s nor %s is present (nor a Q4NX bundle, %s)", m->dir,
-                ST_SINGLE_NAME, ST_INDEX_NAME, ST_Q4NX_NAME);
+        static const char *const links[] = {ST_SINGLE_NAME, ST_INDEX_NAME, ST_Q4NX_NAME};
+        for (size_t i = 0; i < 3 && !st->code; i++) { /* a link to nothing is not a missing download */
+            char *p = join_path(m->dir, links[i]);
+            if (p)
+                gm_dangling(p, st);
+            free(p);
+        }
+        if (!st->code)
+            gm_fail(st, GM_EMISSING, "%s: neither %s nor %s is present (nor a Q4NX bundle, %s)", m->dir,
+                    ST_SINGLE_NAME, ST_INDEX_NAME, ST_Q4NX_NAME);
         goto out;
     }
     if (gm_read_file(path, ST_MAX_INDEX, &text, &len, st) ||

@@ -32,6 +32,14 @@ int gm_read_file(const char *path, size_t max, char **data, size_t *len, gm_stat
 int gm_open_regular(const char *path, struct stat *sb, gm_status *st);
 
 /*
+** Is path a symlink to nothing (a Hugging Face cache snapshot whose blob was
+** deleted)? Then GM_EMISSING in st, one line naming the link and its target,
+** and that code; 0 when path is no such link. For the places that find a
+** file missing, so that they say why.
+*/
+int gm_dangling(const char *path, gm_status *st);
+
+/*
 ** Write data to path via a temporary of this process's own in the same folder
 ** (path.<pid>.<n>.tmp), fsync, then rename: never a half-written file, and
 ** writers of one path in several processes each rename a whole file of their own.

@@ -441,10 +441,18 @@ typedef struct preview_run {
 } preview_run;
 
 /* A failed source: listed now and in the summary; the first failure's status is the exit status. */
+/* msg without its leading "source: ", which the lines below put first themselves */
+static const char *after_source(const char *msg, const char *source)
+{
+    const size_t n = strlen(source);
+    return strncmp(msg, source, n) == 0 && strncmp(msg + n, ": ", 2) == 0 ? msg + n + 2 : msg;
+}
+
 static void preview_failed(preview_run *p, const char *source, const char *what, const gm_status *st)
 {
-    printf("preview: %s: %s%s\n", source, what, st->msg);
-    push(&p->failed, "%s: %s%s", source, what, st->msg);
+    const char *msg = after_source(st->msg, source);
+    printf("preview: %s: %s%s\n", source, what, msg);
+    push(&p->failed, "%s: %s%s", source, what, msg);
     if (!p->first_error)
         p->first_error = gm_exit_code(st->code);
 }
@@ -471,8 +479,8 @@ static void preview_one(preview_run *p, const char *source)
     }
     if (st.code) {
         if (st.code == GM_EUNSUPPORTED) {
-            printf("preview: %s: refused: %s\n", source, st.msg);
-            push(&p->refused, "%s: %s", source, st.msg);
+            printf("preview: %s: refused: %s\n", source, after_source(st.msg, source));
+            push(&p->refused, "%s: %s", source, after_source(st.msg, source));
         } else {
             preview_failed(p, source, "", &st);
         }

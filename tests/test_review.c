@@ -343,13 +343,16 @@ Test(review, preview_lists_a_source_that_fails_and_goes_on)
     char empty[4400];
     snprintf(empty, sizeof empty, "%s/empty", work);
     tu_copy_dir(GM_SOURCE_DIR "/phase0/prompts", empty);
-    int rc = gm(&out, &err, "preview --templates '%s' '%s' '%s/Qwen/Qwen2-0.5B' '%s/mistralai/Mixtral-8x7B-v0.1'", tmpl,
-                empty, HUB, HUB);
+    int rc = gm(&out, &err, "preview --templates '%s' '%s' '%s/Qwen/Qwen2-0.5B' '%s/mistralai/Mixtral-8x7B-v0.1' "
+                "'%s/no-such-folder'", tmpl, empty, HUB, HUB, work);
     cr_assert_eq(rc, 1, "exit %d: %s%s", rc, out, err);
     cr_expect(strstr(out, "preview: 0 models rendered"), "%s", out);
     cr_expect(strstr(out, "preview: 1 refused:\n"), "%s", out);
-    cr_expect(strstr(out, "preview: 2 failed:\n"), "%s", out);
+    cr_expect(strstr(out, "preview: 3 failed:\n"), "%s", out);
     cr_expect(strstr(out, "empty: expected a model folder (config.json) in it or below, found none"), "%s", out);
+    char gone[4600]; /* the source once, not again at the start of the message */
+    snprintf(gone, sizeof gone, "\n  %s/no-such-folder: expected a model folder or a Hub repo id ORG/NAME\n", work);
+    cr_expect(strstr(out, gone), "%s", out);
     char want[4600]; /* named in the folder it was read from */
     snprintf(want, sizeof want, "Qwen2-0.5B: with the templates of --templates: %s/cpu_helpers.h.tmpl:1: "
              "${m.no_such_field} is nil", tmpl);

@@ -16,9 +16,13 @@
 
 int gm_revision_arg(const char *prog, const char *rev)
 {
-    if (*rev)
+    const char *why = NULL;
+    if (gm_revision_valid(rev, &why))
         return 0;
-    fprintf(stderr, "%s: --revision: expected a branch, tag or commit, found an empty string\n", prog);
+    gm_status st = {0}; /* gm_fail keeps the message one line, whatever rev holds */
+    gm_fail(&st, GM_EUSAGE, "--revision: expected a branch, tag or commit, found %s%.200s%s%s", *rev ? "'" : "", rev,
+            *rev ? "', which holds " : "", why);
+    fprintf(stderr, "%s: %s\n", prog, st.msg);
     return -1;
 }
 

@@ -113,6 +113,17 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userdata)
     return n;
 }
 
+/* Does a 206's Content-Range ("bytes a-b/n") start at byte `at`? */
+static int range_starts_at(const char *content_range, uint64_t at)
+{
+    char *end = NULL;
+    if (strncasecmp(content_range, "bytes ", 6) != 0 || content_range[6] < '0' || content_range[6] > '9')
+        return 0;
+    errno = 0;
+    const unsigned long long a = strtoull(content_range + 6, &end, 10);
+    return errno == 0 && *end == '-' && a == at;
+}
+
 /* n body bytes of a response with this status into x: its file, or memory. How many were taken. */
 static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
 {
@@ -130,18 +141,26 @@ static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
             x->have = 0;
             x->restarted = 1;
         }
-        for (size_t off = 0; off < n;) {
+        if (x->range[0] && status == 206 && x->written == 0 && !range_starts_at(x->content_range, x->have)) {
+            x->bad_range = 1; /* another part of the file than the one asked for: none of it goes in */
+            return 0;
+        }
+        size_t off = 0;
+        while (off < n) {
             ssize_t w = write(x->fd, data + off, n - off);
             if (w < 0 && errno == EINTR)
                 continue;
-            if (w <= 0)
-                return 0;
+            if (w <= 0) {
+                x->write_errno = w < 0 ? errno : ENOSPC;
+                break;
+            }
             off += (size_t)w;
         }
+        /* what is in the file is counted and hashed, a short write's part too: a resume starts after it */
         if (x->sha)
-            EVP_DigestUpdate(x->sha, data, n);
-        x->written += n;
-        return n;
+            EVP_DigestUpdate(x->sha, data, off);
+        x->written += off;
+        return off;
     }
     size_t take = n;
     if (x->st_header && x->len < 8 && x->len + n >= 8) {
@@ -236,6 +255,18 @@ static int same_origin(const char *a, const char *b)
     curl_url_cleanup(ua);
     curl_url_cleanup(ub);
     return same;
+}
+
+/*
+** A Location with no host of its own (no scheme, not "//host"): a renamed
+** repo's redirect, which a HEAD follows too, as huggingface_hub's does; the
+** Hub's redirect of an LFS file to its CDN is absolute, and its headers are
+** what the HEAD is for.
+*/
+static int relative(const char *location)
+{
+    const size_t scheme = strspn(location, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    return !(location[0] == '/' && location[1] == '/') && !(scheme > 0 && location[scheme] == ':');
 }
 
 /* Resolve a Location (absolute or relative) against the current URL. */
@@ -394,7 +425,8 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
             x->active = 0;
             if (x->result == CURLE_WRITE_ERROR && x->capped)
                 x->result = CURLE_OK; /* we hung up on purpose */
-            if (x->result == CURLE_OK && x->status >= 300 && x->status < 400 && x->location[0] && !x->head_only) {
+            if (x->result == CURLE_OK && x->status >= 300 && x->status < 400 && x->location[0] &&
+                (!x->head_only || relative(x->location))) {
                 if (++x->hops > GM_HTTP_MAX_HOPS) {
                     char u[4096];
                     gm_fail(st, GM_ENET, "GET %s: more than %d redirects (a redirect loop)",

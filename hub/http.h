@@ -25,7 +25,7 @@ typedef struct gm_xfer {
     /* request: set by the caller */
     char url[4096];
     char range[64];       /* "a-b" or "a-", or empty for none */
-    int head_only;        /* HEAD, and do not follow redirects */
+    int head_only;        /* HEAD, following only relative redirects (a renamed repo), as huggingface_hub */
     size_t max_body;      /* stop reading after this many bytes (0: no cap) */
     int st_header;        /* the body starts a safetensors file: stop after its 8 + N header bytes */
     int fd;               /* >= 0: the body is appended to this file, not kept in memory */
@@ -51,6 +51,8 @@ typedef struct gm_xfer {
     uint64_t written;     /* body bytes written to fd by this transfer */
     int capped;           /* the body was cut at max_body */
     int restarted;        /* asked to resume but got 200: fd was truncated and refilled from 0 */
+    int write_errno;      /* writing fd failed with this (the bytes before it are in fd, counted and hashed) */
+    int bad_range;        /* asked to resume, the 206's Content-Range starts elsewhere: nothing was written */
     CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
     int hops, attempts;

@@ -428,6 +428,16 @@ static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revisi
                            "(ETag %s): a cut transfer, a proxy or a captive portal; run again, or check HF_ENDPOINT",
                            gm_url_for_message(x->url, u, sizeof u), x->len, got[0] ? got : "?", x->etag);
     }
+    /* a file in LFS (a large tokenizer.json) has its sha256 in X-Linked-Etag, and its size in X-Linked-Size */
+    if (strlen(x->linked_etag) == 64 && strspn(x->linked_etag, "0123456789abcdef") == 64) {
+        char got[65], u[512];
+        sha256_hex(x->body, x->len, got);
+        if (strcmp(got, x->linked_etag) != 0 || (x->linked_size && x->linked_size != x->len))
+            return gm_fail(st, GM_ENET, "%s: %s: GET %s: the body (%zu bytes, sha256 %s) is not the file the Hub "
+                           "announced (X-Linked-Etag %s, X-Linked-Size %llu): a cut transfer or a proxy; run again, "
+                           "or check HF_ENDPOINT", repo, file, gm_url_for_message(x->url, u, sizeof u), x->len, got,
+                           x->linked_etag, (unsigned long long)x->linked_size);
+    }
     return 0;
 }
 
@@ -438,7 +448,9 @@ static int get_small(gm_hub *h, gm_xfer *x, const char *repo, const char *revisi
 static int cache_file(const char *rdir, const char *commit, const char *file, const gm_xfer *x, gm_status *st)
 {
     char blob[160];
-    if (x->etag[0] && strspn(x->etag, "0123456789abcdef") == strlen(x->etag))
+    if (strlen(x->linked_etag) == 64 && strspn(x->linked_etag, "0123456789abcdef") == 64)
+        pathf(blob, sizeof blob, "%s", x->linked_etag); /* in LFS: its sha256, which get_small checked */
+    else if (x->etag[0] && strspn(x->etag, "0123456789abcdef") == strlen(x->etag))
         pathf(blob, sizeof blob, "%s", x->etag);
     else
         sha256_hex(x->body, x->len, blob);
@@ -539,6 +551,9 @@ static int fetch_config(gm_hub *h, const char *repo, const char *revision,
                         char *dir, size_t dir_size, gm_status *st)
 {
     char rdir[PATH_MAX];
+    const char *why = NULL;
+    if (!gm_revision_valid(revision, &why)) /* it names a file under refs/ */
+        return gm_fail(st, GM_EUSAGE, "revision '%.200s': expected a branch, tag or commit, found %s", revision, why);
     if (repo_dir(h, repo, rdir, sizeof rdir, st))
         return st->code;
     if (h->offline) {
@@ -848,6 +863,14 @@ static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have)
     return r < 0 ? -1 : 0;
 }
 
+/* The progress bar's line ended, once (the bar is drawn with \r, so the next line would go after it) */
+static void end_bar(int *bar)
+{
+    if (*bar)
+        fputc('\n', stderr);
+    *bar = 0;
+}
+
 /* One safetensors file into blobs/<sha256>, resumable, verified, then linked. */
 /*
 ** A weights file fetched whole (the Hub's bytes, by their sha256) read as the gates will read it: its
@@ -876,6 +899,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
 {
     char rdir[PATH_MAX], url[4096], blob[PATH_MAX], part[PATH_MAX], u[4096];
     const char *commit = commit_of(dir);
+    int bar = 0;
     rdir_of(dir, rdir, sizeof rdir);
     if (resolve_url(h, repo, commit, file, url, sizeof url, st))
         return st->code;
@@ -942,8 +966,13 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         have = 0;
     }
     /* a partial file that already has every byte (its writer stopped before the rename) is only checked and moved */
-    const uint64_t had = have;
+    bar = h->progress && have < size; /* a progress bar is drawn: a newline ends it before any other line */
     for (int attempt = 1; have < size; attempt++) {
+        /* the file holds exactly the `have` bytes hashed so far; the transfer appends after them */
+        if (ftruncate(fd, (off_t)have) != 0 || lseek(fd, (off_t)have, SEEK_SET) != (off_t)have) {
+            gm_fail(st, GM_EIO, "%s: cannot set the partial download's end: %s", part, strerror(errno));
+            goto out;
+        }
         gm_xfer x;
         gm_xfer_init(&x, url);
         x.fd = fd;
@@ -959,6 +988,17 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         const int ok = !rc && x.result == CURLE_OK && ok_status(x.status);
         const CURLcode result = x.result;
         const long status = x.status;
+        if (x.write_errno || x.bad_range) { /* no retry mends these; what is in the file stays, to resume */
+            if (x.write_errno)
+                gm_fail(st, GM_EIO, "%s: cannot write: %s; %llu of %llu bytes stay there for the next run to resume",
+                        part, strerror(x.write_errno), (unsigned long long)have, (unsigned long long)size);
+            else
+                gm_fail(st, GM_ENET, "GET %s: asked for the bytes from %llu on, the server sent Content-Range "
+                        "'%.80s'", gm_url_for_message(url, u, sizeof u), (unsigned long long)x.have,
+                        x.content_range);
+            gm_xfer_free(&x);
+            goto out;
+        }
         if (!rc && x.result == CURLE_OK && !ok_status(x.status) && !(x.status == 429 || x.status >= 500)) {
             gm_hub_error(h, repo, commit, file, &x, st);
             gm_xfer_free(&x);
@@ -968,8 +1008,6 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         if (!rc && gm_interrupted())
             rc = gm_fail(st, GM_EIO, "interrupted");
         if (rc && gm_interrupted()) {
-            if (h->progress)
-                fputc('\n', stderr);
             /* what arrived is in the partial file, whole: the next run (or huggingface_hub) resumes from it */
             gm_fail(st, GM_EIO, "interrupted: %s stays in %s (%llu of %llu bytes) for the next run to resume",
                     file, part, (unsigned long long)have, (unsigned long long)size);
@@ -992,8 +1030,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         }
         usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
     }
-    if (h->progress && had < size)
-        fputc('\n', stderr);
+    end_bar(&bar);
     unsigned char md[32];
     unsigned int mdlen = 0;
     char got[65];
@@ -1006,6 +1043,12 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
                 "removed, run the download again", file, got, etag);
         goto out;
     }
+    struct stat sb = {0};
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != size) { /* what is hashed is what is there, or no rename */
+        gm_fail(st, GM_EIO, "%s: %llu bytes, expected %llu; remove it and run the download again", part,
+                (unsigned long long)sb.st_size, (unsigned long long)size);
+        goto out;
+    }
     if (fsync(fd) != 0 || rename(part, blob) != 0) {
         gm_fail(st, GM_EIO, "%s: cannot move into place: %s", blob, strerror(errno));
         goto out;
@@ -1013,6 +1056,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     if (blob_header_ok(blob, dir, file, st) == 0)
         link_blob(rdir, commit, file, etag, st);
 out:
+    end_bar(&bar);
     EVP_MD_CTX_free(sha);
     close(fd);
     gm_unlock(lock);

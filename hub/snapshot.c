@@ -39,6 +39,30 @@ int gm_repo_id_valid(const char *repo)
            name_part_valid(slash + 1, strlen(slash + 1));
 }
 
+int gm_revision_valid(const char *rev, const char **why)
+{
+    const size_t n = strlen(rev);
+    const char *w = NULL;
+    if (n == 0)
+        w = "an empty string";
+    else if (rev[0] == '/' || rev[n - 1] == '/' || strstr(rev, "//"))
+        w = "an empty part between slashes";
+    else if (rev[0] == '.' || strstr(rev, "/."))
+        w = "a part that starts with '.'";
+    else if (strstr(rev, ".."))
+        w = "'..'";
+    else if (strstr(rev, "@{") || strcmp(rev, "@") == 0)
+        w = "'@{' or is '@', which git refuses in a ref name";
+    else if (n >= 5 && strcmp(rev + n - 5, ".lock") == 0)
+        w = "a '.lock' ending, which git refuses in a ref name";
+    for (const unsigned char *p = (const unsigned char *)rev; !w && *p; p++)
+        if (*p < 0x20 || *p == 0x7f || strchr(" ~^:?*[\\", *p))
+            w = "a control byte, a space or one of ~^:?*[\\";
+    if (why)
+        *why = w;
+    return w == NULL;
+}
+
 const char *const gm_reserved_ids[] = {"gm", "st", "bf16", NULL};
 
 int gm_model_id_valid(const char *id)

@@ -86,6 +86,15 @@ int gm_snapshot_read_origin(gm_snapshot *s, const char *path, gm_status *st);
 int gm_repo_id_valid(const char *repo);
 
 /*
+** A revision (branch, tag, commit, refs/pr/N) that can name a file under the
+** cache's refs/ as git's check-ref-format allows a ref name: no empty or
+** "."-led component (so no ".."), no leading, trailing or doubled "/", no
+** control bytes, space or any of ~^:?*[\, no "@{", no ".lock" ending. 0 and
+** why (a short phrase) when it is not.
+*/
+int gm_revision_valid(const char *rev, const char **why);
+
+/*
 ** A model id: [a-z_][a-z0-9_]*, at most GM_MODEL_ID_MAX characters (a Hub
 ** repo's name is at most 96, and an id derived from one adds at most 6), and
 ** not a prefix the runtime owns (gm_reserved_ids), whose symbols and header

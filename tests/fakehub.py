@@ -28,7 +28,10 @@ first GET of each blob from the cdn sends --stall-bytes bytes, says
 short-small (a file outside LFS sent 100 bytes short, with a Content-Length
 that agrees and the ETag of the whole file: what a proxy that cuts bodies does),
 cdn-403 (every blob from the cdn refused with 403 and no Hub error code: a
-signed link that expired), trickle (the cdn sends 1000 bytes, pauses --slow
+signed link that expired), short-lfs (tokenizer.json served from LFS, as large
+ones are, and the cdn sends such a file that is not safetensors 100 bytes
+short, with a Content-Length that agrees), wrong-range (a Range request to the cdn answered
+206 with the whole file, Content-Range "bytes 0-..."), trickle (the cdn sends 1000 bytes, pauses --slow
 seconds, and so on: a link that keeps stalling after a little).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
@@ -48,7 +51,8 @@ import urllib.parse
 CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
-         "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle"}
+         "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
+         "wrong-range", "short-lfs"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -113,12 +117,13 @@ def load_repos(root):
     return repos
 
 
-def add_folder(repos, repo, d):
-    """Serve a plain model folder as `repo`: safetensors as LFS files, the JSON files as git files."""
+def add_folder(repos, repo, d, lfs_tokenizer=False):
+    """Serve a plain model folder as `repo`: safetensors as LFS files, the JSON files as git files
+    (tokenizer.json in LFS too with lfs_tokenizer)."""
     files = {}
     for fname in sorted(os.listdir(d)):     # a golden/ subfolder is skipped
         p = os.path.join(d, fname)
-        lfs = fname.endswith(".safetensors")
+        lfs = fname.endswith(".safetensors") or (lfs_tokenizer and fname == "tokenizer.json")
         if not os.path.isfile(p) or not (lfs or fname in (
                 "config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json")):
             continue
@@ -327,6 +332,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if rng == "416":
             return self.error(416, "Requested range not satisfiable",
                               extra=[("Content-Range", "bytes */%d" % blob.size)])
+        if rng and "wrong-range" in self.state.modes:
+            rng = (0, blob.size)
         start, end = rng if rng else (0, blob.size)
         h = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes"),
              ("Content-Length", end - start)] + headers
@@ -473,6 +480,9 @@ class CdnHandler(Handler):
             return self.error(404, "Blob not found")
         if "cdn-403" in st.modes:                # as a storage host answers a signed link that expired
             return self.error(403, "Request has expired")
+        if "short-lfs" in st.modes and not q.get("file", [""])[0].endswith(".safetensors"):
+            cut = blob.data[:max(len(blob.data) - 100, 0)]   # what a proxy that cuts bodies sends
+            blob = Blob(cut, len(cut), True, blob.etag)
         drop = self.command == "GET" and st.should_drop(blob.etag)
         stall = self.command == "GET" and st.should_stall(blob.etag)
         self.send_blob(blob, [("ETag", '"%s"' % blob.etag)],
@@ -516,7 +526,7 @@ def main():
         repos.update(load_repos(root))
     for spec in args.serve:
         repo, _, folder = spec.partition("=")
-        add_folder(repos, repo, folder)
+        add_folder(repos, repo, folder, lfs_tokenizer="short-lfs" in args.mode)
     state = State(args, repos)
     handlers = {r: type(c.__name__, (c,), {"state": state}) for r, c in
                 (("hub", HubHandler), ("cdn", CdnHandler))}

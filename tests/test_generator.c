@@ -923,7 +923,14 @@ Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
                             {"Qwen/Qwen2-0.5B --revision ''", "--revision: expected a branch, tag or commit, found an "
                              "empty string"},
                             {"download -R '' Qwen/Qwen2-0.5B", "--revision: expected a branch, tag or commit"},
-                            {"preview --revision '' x", "preview: --revision: expected a branch, tag or commit"}};
+                            {"preview --revision '' x", "preview: --revision: expected a branch, tag or commit"},
+                            /* a revision names a file under the cache's refs/: none that climbs out of it */
+                            {"download --revision ../../../../escaped Qwen/Qwen2-0.5B",
+                             "found '../../../../escaped', which holds a part that starts with '.'"},
+                            {"download --revision /etc/x Qwen/Qwen2-0.5B", "which holds an empty part between slashes"},
+                            {"Qwen/Qwen2-0.5B --revision 'main/../../x'", "which holds a part that starts with '.'"},
+                            {"download --revision 'a b' Qwen/Qwen2-0.5B", "which holds a control byte, a space"},
+                            {"preview --templates . --revision v1.lock x", "which holds a '.lock' ending"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, bad[i][0]);
         cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s", bad[i][0]);

@@ -88,15 +88,24 @@ static void hub_start(const char *const *extra)
     free(text);
 }
 
-/* Run gen-model with a clean Hub environment plus `env` (KEY=VALUE ...). */
-static int gm(const char *env, const char *args, char **out, char **err)
+static char *downloaded_dir(const char *out);
+static void assert_golden_files(const char *dir, const char *id);
+
+/* Run gen-model after the shell commands `pre` (limits, traps), with a clean Hub environment plus `env`. */
+static int gm_after(const char *pre, const char *env, const char *args, char **out, char **err)
 {
     char cmd[16384];
     snprintf(cmd, sizeof cmd,
-             "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u HF_HUB_OFFLINE -u HF_HUB_CACHE "
+             "%s env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u HF_HUB_OFFLINE -u HF_HUB_CACHE "
              "-u XDG_CACHE_HOME HF_HOME='%s' HF_ENDPOINT=http://127.0.0.1:%d GM_HUB_RETRY_MS=20 %s '%s' %s",
-             hub.home, hub.port, env ? env : "", GM_GEN_MODEL, args);
+             pre, hub.home, hub.port, env ? env : "", GM_GEN_MODEL, args);
     return tu_run(cmd, out, err);
+}
+
+/* Run gen-model with a clean Hub environment plus `env` (KEY=VALUE ...). */
+static int gm(const char *env, const char *args, char **out, char **err)
+{
+    return gm_after("", env, args, out, err);
 }
 
 /* Scaffold repo into hub.out; returns the exit status. */
@@ -210,8 +219,8 @@ Test(hub, preview_renders_hub_repo_ids_and_lists_a_refused_one)
     snprintf(args, sizeof args, "preview --templates '%s' Qwen/Qwen3-0.6B mistralai/Mixtral-8x7B-v0.1", tmpl);
     cr_assert_eq(gm(NULL, args, &out, &err), 0, "%s%s", out, err);
     cr_expect(strstr(out, "preview: qwen3_0_6b (Qwen/Qwen3-0.6B): unchanged\n"), "%s", out);
-    cr_expect(strstr(out, "preview: mistralai/Mixtral-8x7B-v0.1: refused: mistralai/Mixtral-8x7B-v0.1: "
-                          "mixture-of-experts models are out of scope"), "%s", out);
+    cr_expect(strstr(out, "preview: mistralai/Mixtral-8x7B-v0.1: refused: mixture-of-experts models are out of "
+                          "scope"), "%s", out);
     cr_expect(strstr(out, ": 0 with changes, 1 unchanged\npreview: 1 refused:\n"), "%s", out);
     cr_expect(strstr(err, " bytes in "), "the transfer is not reported: %s", err);
     cr_assert_eq(log_count("model.safetensors", "\"range\": null"), 0, "an unranged safetensors request");
@@ -485,6 +494,14 @@ Test(hub, a_renamed_repo_is_followed_through_its_relative_redirect)
     char *err = NULL;
     cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B-old", &err), 0, "%s", err);
     cr_assert_eq(log_count("\"status\": 307", NULL), 2, "config and header each redirected once");
+    free(err);
+    /* a download's HEAD follows it too (to the new name, whose answer is the CDN's absolute redirect) */
+    char *out = NULL;
+    cr_assert_eq(gm(NULL, "download golden/qwen2_tied-old", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "qwen2_tied");
+    free(dir);
+    free(out);
     free(err);
 }
 
@@ -771,6 +788,51 @@ Test(hub, a_corrupt_partial_download_fails_the_checksum_and_is_removed)
     free(err);
 }
 
+/*
+** A disk that fills in the middle of a write (here RLIMIT_FSIZE: the write that crosses it is short, the next one
+** fails) stops the download with one line naming the file and the reason; the partial file holds a prefix of the
+** file, exactly, and the next run completes it to the right bytes (a resume after a short write had appended at a
+** position that no longer matched its count: a blob whose bytes were not its name's, linked and trusted).
+*/
+Test(hub, a_disk_that_fills_mid_write_stops_with_the_reason_and_the_next_run_completes_the_file)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL, cmd[9000];
+    const int rc = gm_after("ulimit -f 300; trap '' XFSZ;", NULL, "download golden/llama_untied", &out, &err);
+    cr_assert_eq(rc, 4, "exit %d: %s", rc, err);
+    cr_assert(strstr(err, ".incomplete: cannot write: File too large; ") &&
+                  strstr(err, " bytes stay there for the next run to resume") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "cd '%s/hub/models--golden--llama_untied/blobs' && p=$(ls *.incomplete) && "
+             "n=$(stat -c %%s $p) && test $n -gt 0 && cmp -s -n $n $p '%s/golden/llama_untied/model.safetensors'",
+             hub.home, GM_SHARED_DIR);
+    cr_assert_eq(system(cmd), 0, "the partial file is not a prefix of the file");
+    cr_assert_eq(gm(NULL, "download golden/llama_untied", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "llama_untied");
+    free(dir);
+    free(out);
+    free(err);
+}
+
+/* A resume answered with another part of the file than the one asked for: none of it is appended, and it says so. */
+Test(hub, a_resume_answered_from_another_offset_is_refused_and_the_partial_file_kept)
+{
+    const char *args[] = {"--mode", "wrong-range", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL, cmd[9000];
+    plant_partial("head -c 1000 $b > $b.incomplete");
+    cr_assert_eq(gm(NULL, "download golden/mistral_untied", &out, &err), 5);
+    cr_assert(strstr(err, "/model.safetensors: asked for the bytes from 1000 on, the server sent Content-Range "
+                          "'bytes 0-") && tu_lines(err) == 1, "%s", err);
+    snprintf(cmd, sizeof cmd, "test $(stat -c %%s '%s'/hub/models--golden--mistral_untied/blobs/*.incomplete) = 1000",
+             hub.home);
+    cr_assert_eq(system(cmd), 0, "the partial file changed");
+    free(out);
+    free(err);
+}
+
 Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place)
 {
     hub_start(NULL);
@@ -883,6 +945,24 @@ Test(hub, download_keeps_the_tokenizer_with_the_weights_and_phase0_passes_on_the
     free(out);
     free(err);
     free(dir);
+}
+
+/* A file in LFS that is not weights (a large tokenizer.json) is held to its sha256 and size as the weights are. */
+Test(hub, a_small_file_in_lfs_that_is_not_its_sha256_is_never_cached)
+{
+    char serve[4400];
+    snprintf(serve, sizeof serve, "test/tiny_qwen=%s", GM_TINY_DIR);
+    const char *args[] = {"--serve", serve, "--mode", "short-lfs", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download test/tiny_qwen", &out, &err), 5, "%s", err);
+    cr_assert(strstr(err, "gen-model: test/tiny_qwen: tokenizer.json: GET ") && strstr(err, "is not the file the Hub announced "
+              "(X-Linked-Etag ") && tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "test -z \"$(find '%s/hub/models--test--tiny_qwen' -name tokenizer.json)\"", hub.home);
+    cr_assert_eq(system(cmd), 0, "the cut tokenizer.json was cached");
 }
 
 /* ---------------------------------------------------------------------- */

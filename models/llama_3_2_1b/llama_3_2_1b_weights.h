@@ -16,6 +16,10 @@
 #error "llama_3_2_1b_weights.h was generated for runtime ABI 5; run: gen-model models/llama_3_2_1b/snapshot"
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LLAMA_3_2_1B_N_LAYERS 16
 
 /* Hyperparameters of meta-llama/Llama-3.2-1B, from its config.json. */
@@ -131,5 +135,9 @@ void llama_3_2_1b_runner_view(const llama_3_2_1b_Weights *w, rt_layer *layers, r
 ** computed in fp32 as Hugging Face does. Free with free().
 */
 int llama_3_2_1b_rope_table(gm_bf16 **table, int seq_len, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -16,6 +16,10 @@
 #error "meta_llama_3_8b_weights.h was generated for runtime ABI 5; run: gen-model models/meta_llama_3_8b/snapshot"
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define META_LLAMA_3_8B_N_LAYERS 32
 
 /* Hyperparameters of meta-llama/Meta-Llama-3-8B, from its config.json. */
@@ -131,5 +135,9 @@ void meta_llama_3_8b_runner_view(const meta_llama_3_8b_Weights *w, rt_layer *lay
 ** computed in fp32 as Hugging Face does. Free with free().
 */
 int meta_llama_3_8b_rope_table(gm_bf16 **table, int seq_len, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

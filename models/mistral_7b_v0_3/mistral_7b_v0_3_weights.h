@@ -16,6 +16,10 @@
 #error "mistral_7b_v0_3_weights.h was generated for runtime ABI 5; run: gen-model models/mistral_7b_v0_3/snapshot"
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MISTRAL_7B_V0_3_N_LAYERS 32
 
 /* Hyperparameters of mistralai/Mistral-7B-v0.3, from its config.json. */
@@ -131,5 +135,9 @@ void mistral_7b_v0_3_runner_view(const mistral_7b_v0_3_Weights *w, rt_layer *lay
 ** computed in fp32 as Hugging Face does. Free with free().
 */
 int mistral_7b_v0_3_rope_table(gm_bf16 **table, int seq_len, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 
 #include "gm/bf16.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
 ** RMSNorm over n values in F32: out = x / sqrt(mean(x^2) + 1e-06) * weight.
 ** The final norm before the LM head (n = emb_dim = 1536). out may alias x.
@@ -29,5 +33,9 @@ void qwen2_1_5b_softmax(float *x, int n);
 */
 void qwen2_1_5b_attention_reference(float *out, const float *q, const float *k,
     const float *v, int seq_len, float *scores);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

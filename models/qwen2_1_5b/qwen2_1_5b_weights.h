@@ -16,6 +16,10 @@
 #error "qwen2_1_5b_weights.h was generated for runtime ABI 5; run: gen-model models/qwen2_1_5b/snapshot"
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define QWEN2_1_5B_N_LAYERS 28
 
 /* Hyperparameters of Qwen/Qwen2-1.5B, from its config.json. */
@@ -134,5 +138,9 @@ void qwen2_1_5b_runner_view(const qwen2_1_5b_Weights *w, rt_layer *layers, rt_mo
 ** computed in fp32 as Hugging Face does. Free with free().
 */
 int qwen2_1_5b_rope_table(gm_bf16 **table, int seq_len, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

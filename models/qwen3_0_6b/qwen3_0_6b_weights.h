@@ -16,6 +16,10 @@
 #error "qwen3_0_6b_weights.h was generated for runtime ABI 5; run: gen-model models/qwen3_0_6b/snapshot"
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define QWEN3_0_6B_N_LAYERS 28
 
 /* Hyperparameters of Qwen/Qwen3-0.6B, from its config.json. */
@@ -133,5 +137,9 @@ void qwen3_0_6b_runner_view(const qwen3_0_6b_Weights *w, rt_layer *layers, rt_mo
 ** computed in fp32 as Hugging Face does. Free with free().
 */
 int qwen3_0_6b_rope_table(gm_bf16 **table, int seq_len, gm_status *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,7 +10,7 @@ print(",".join(str(x) for x in struct.unpack("<%di"%((len(d)-10-n)//4), d[10+n:]
 
 # port GEN_MODEL GOLDEN_DIR ID WORK [CMAKE_PREFIX_PATH]: the installed gen-model scaffolds the golden
 # into WORK/port/models, tests/downstream builds it with find_package(GenModel) in WORK/b, and its
-# phase0 runs on the golden's weights (its last line printed), and so does cxx_check.
+# phase0 runs on the golden's weights (its last line printed), and so do cxx_check and cxx_model.
 port() {
   local gen=$1 golden=$2 id=$3 work=$4 prefix=${5:-}
   "$gen" "$golden" --out "$work/port/models" >/dev/null
@@ -19,4 +19,5 @@ port() {
   cmake --build "$work/b" -j"$(nproc)" >/dev/null
   "$work/b/port_phase0" "$id" --weights "$golden" --tokens "$(golden_tokens "$golden")" --no-record | tail -1
   "$work/b/cxx_check" "$golden/golden/seq24/tokens.npy"
+  "$work/b/cxx_model" "$golden"
 }

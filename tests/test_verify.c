@@ -723,8 +723,20 @@ Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_
     cr_expect(strstr(err, "they need --weights DIR") && tu_lines(err) == 1, "%s", err);
     free(out);
     free(err);
+    /* verify takes --threads as phase0 and capture do */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s/instruct' '%s/instruct' --threads 2x", GM_PHASE0_TINY, work, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 2);
+    cr_expect(strstr(err, "phase0 verify: --threads: expected a whole number in [1, 512], found '2x'") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s/instruct' '%s/instruct' --threads 1", GM_PHASE0_TINY, work, work);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    free(out);
+    free(err);
     /* --prompt: one prompt, as given (theirs tokenizes --prompt as it is: not stripped, no comment) */
-    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1 --ops none", &err), 0, "%s", err);
+    cr_assert_eq(capture_tiny("one", "--prompt '  # one prompt ' --steps 1 --ops none --threads 1", &err), 0, "%s",
+                 err);
     free(err);
     t = prompt_text("one", 0, &n);
     cr_expect_eq(n, 1);
@@ -736,6 +748,7 @@ Test(verify, prompt_style_and_prompt_choose_the_prompts_as_theirs_do_at_capture_
         {"--max-prompts -1", "--max-prompts: expected a whole number in [0, 256], found '-1'"},
         {"--max-prompts 257", "--max-prompts: expected a whole number in [0, 256], found '257'"},
         {"--steps 2x", "--steps: expected a whole number in [1, 4096], found '2x'"},
+        {"--threads 0", "--threads: expected a whole number in [1, 512], found '0'"},
         {"--prompt a --prompts-file b", "--prompt, --prompts-file and --tokens each choose the prompts: give one"},
         {"--prompts-file /nonexistent/p.txt", "/nonexistent/p.txt"},
     };

@@ -175,7 +175,18 @@ typedef struct prompt_opts {
     int max;            /* --max-prompts N: the first N; 0 all */
 } prompt_opts;
 
-enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD, OPT_MODEL, OPT_OPS };
+enum { OPT_STYLE = 1000, OPT_FILE, OPT_PROMPT, OPT_OLD_PROMPTS, OPT_NO_STRICT, OPT_MD, OPT_MODEL, OPT_OPS, OPT_THREADS };
+
+/* --threads N, as phase0's: the loader's and the runner's threads (both read GM_THREADS); -1 on a bad N */
+static int threads_option(const char *prog, const char *arg)
+{
+    if (gm_threads_parse(arg) < 0) {
+        fprintf(stderr, "%s: --threads: expected a whole number in [1, %d], found '%s'\n", prog, GM_MAX_THREADS, arg);
+        return -1;
+    }
+    setenv("GM_THREADS", arg, 1);
+    return 0;
+}
 
 #define PROMPT_LONGOPTS                                                                                                \
     {"prompt-style", required_argument, 0, OPT_STYLE}, {"prompts-file", required_argument, 0, OPT_FILE},              \
@@ -372,7 +383,7 @@ static int parse_layers(const char *prog, const char *spec, int L, unsigned char
 static const char capture_usage[] =
     "usage: phase0 capture ID --weights DIR [--prompt-style base|instruct | --prompts-file FILE | --prompt TEXT |\n"
     "                      --tokens LIST] [--max-prompts N] [--steps N] [--ops LAYERS] [--f32] [--rope-theta X]\n"
-    "                      --out REF\n"
+    "                      [--threads N] --out REF\n"
     "\n"
     "Write the bf16 reference bundle of model ID for verify (docs/verify.md): per prompt the tokens, the\n"
     "greedy ids of N steps (default 32) with their top-20 ids and logits, the last step's full logits, the\n"
@@ -394,7 +405,8 @@ static const char capture_usage[] =
     "                     (comma-separated), all or none (default first,last)\n"
     "  --f32              the runner in f32 instead of bf16 (a candidate to compare, not a reference)\n"
     "  --rope-theta X     RoPE with theta X (1 to 3.4e38) instead of the model's (a wrong candidate, to see verify\n"
-    "                     catch it)\n";
+    "                     catch it)\n"
+    "  --threads N        threads for the loader and the runner, 1 to 512 (default: GM_THREADS, else every core)\n";
 
 int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, const char *(*canonical)(const char *))
 {
@@ -402,7 +414,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         {"weights", required_argument, 0, 'w'}, PROMPT_LONGOPTS, {"tokens", required_argument, 0, 't'},
         {"steps", required_argument, 0, 's'}, {"out", required_argument, 0, 'o'}, {"f32", no_argument, 0, 'f'},
         {"rope-theta", required_argument, 0, 'r'}, {"ops", required_argument, 0, OPT_OPS},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"threads", required_argument, 0, OPT_THREADS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *prog = "phase0 capture", *weights = NULL, *out = NULL, *ops = "first,last";
     prompt_opts po = {0};
     int steps = VF_GATE_N_TOKENS, f32 = 0, c, taken;
@@ -427,6 +439,10 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
                 return EXIT_USAGE;
             break;
         case OPT_OPS: ops = optarg; break;
+        case OPT_THREADS:
+            if (threads_option(prog, optarg))
+                return EXIT_USAGE;
+            break;
         case 'h': fputs(capture_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
         }
@@ -485,7 +501,8 @@ static const char verify_usage[] =
     "usage: phase0 verify REF CAND [--tokenizer FILE] [--max-prompts N] [--no-strict] [--json] [--md FILE]\n"
     "                     [--html FILE]\n"
     "       phase0 verify --weights DIR CAND [--model ID] [--prompt-style S | --prompts-file F | --prompt TEXT |\n"
-    "                     --tokens LIST] [--max-prompts N] [--no-strict] [--json] [--md FILE] [--html FILE]\n"
+    "                     --tokens LIST] [--max-prompts N] [--threads N] [--no-strict] [--json] [--md FILE]\n"
+    "                     [--html FILE]\n"
     "\n"
     "Compare a candidate with the reference: the top-5 token-set gate over 32 greedy steps, the per-layer\n"
     "cosine lens (and the lens of the ops inside the blocks both hold: the first op below the threshold),\n"
@@ -504,6 +521,8 @@ static const char verify_usage[] =
     "  --json             the report as JSON on stdout (with mlir-air's topk_checks and summary)\n"
     "  --md FILE          the report as Markdown, laid out as mlir-air's report.py lays out theirs\n"
     "  --html FILE        a self-contained page: the texts side by side, the cosine plots of layers and ops\n"
+    "  --threads N        with --weights: threads for the loader and the runner, 1 to 512 (default: GM_THREADS,\n"
+    "                     else every core)\n"
     "exit status: 0 every gate holds (or --no-strict); 1 a gate failed; 2 usage or bad input; 4 file system error\n";
 
 /* The model of a gate file, which names none: --model ID, or the one model the program has. */
@@ -591,7 +610,7 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         {"json", no_argument, 0, 'j'}, {"html", required_argument, 0, 'H'}, {"weights", required_argument, 0, 'w'},
         {"tokenizer", required_argument, 0, 'T'}, PROMPT_LONGOPTS, {"no-strict", no_argument, 0, OPT_NO_STRICT},
         {"md", required_argument, 0, OPT_MD}, {"model", required_argument, 0, OPT_MODEL},
-        {"tokens", required_argument, 0, 't'},
+        {"tokens", required_argument, 0, 't'}, {"threads", required_argument, 0, OPT_THREADS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *prog = "phase0 verify", *html = NULL, *md = NULL, *weights = NULL, *tokenizer = NULL, *model = NULL;
     char tpath[4200] = "", ref_label[4300] = "";
@@ -612,6 +631,10 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         case OPT_NO_STRICT: strict = 0; break;
         case OPT_MD: md = optarg; break;
         case OPT_MODEL: model = optarg; break;
+        case OPT_THREADS:
+            if (threads_option(prog, optarg))
+                return EXIT_USAGE;
+            break;
         case 'h': fputs(verify_usage, stdout); return EXIT_PASS;
         default: gm_cli_bad_option(prog, c, argv); return EXIT_USAGE;
         }

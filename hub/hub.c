@@ -890,9 +890,17 @@ static int blob_header_ok(const char *blob, const char *dir, const char *file, g
         st_header_parse(&h, bytes, n, (uint64_t)sb.st_size, blob, st) == 0)
         st_header_free(&h);
     free(bytes);
-    if (st->code)
+    char named[PATH_MAX];
+    if (st->code && (pathf(named, sizeof named, "%s/%s", dir, file) || strcmp(named, blob) != 0))
         gm_prefix(st, "%s/%s", dir, file);
     return st->code;
+}
+
+/* Is the blob there with the size the Hub gives? (Another size: cut short, or not this file.) */
+static int blob_sized(const char *blob, uint64_t size)
+{
+    struct stat sb;
+    return stat(blob, &sb) == 0 && (uint64_t)sb.st_size == size;
 }
 
 static int download_file(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
@@ -926,7 +934,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
 
     pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
     pathf(part, sizeof part, "%s.incomplete", blob);
-    if (file_exists(blob))
+    if (blob_sized(blob, size))
         return blob_header_ok(blob, dir, file, st) || link_blob(rdir, commit, file, etag, st);
     char blobs[PATH_MAX];
     pathf(blobs, sizeof blobs, "%s/blobs", rdir);
@@ -940,10 +948,16 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     const int lock = lock_blob(rdir, etag, file, size, st);
     if (lock < 0)
         return st->code;
-    if (file_exists(blob)) {
+    if (blob_sized(blob, size)) {
         link_blob(rdir, commit, file, etag, st);
         gm_unlock(lock);
         return st->code;
+    }
+    if (file_exists(blob) && !file_exists(part) && rename(blob, part) != 0) {
+        /* a blob of another size than the Hub's (cut by a full disk, or a copy): fetched again, from its bytes on */
+        gm_unlock(lock);
+        return gm_fail(st, GM_EIO, "%s: not the %llu bytes of X-Linked-Size, and cannot be moved aside to resume: %s",
+                       blob, (unsigned long long)size, strerror(errno));
     }
 
     int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -1089,6 +1103,20 @@ static int fetch_tokenizer(gm_hub *h, const char *repo, const char *dir, gm_stat
     return st->code;
 }
 
+/*
+** A weights file the snapshot has, read as the gates will (its header against
+** its size): a file cut short says so, and offline what mends it.
+*/
+static int snapshot_whole(const gm_hub *h, const char *dir, const char *file, gm_status *st)
+{
+    char path[PATH_MAX];
+    gm_status whole = {0};
+    if (pathf(path, sizeof path, "%s/%s", dir, file) || blob_header_ok(path, dir, file, &whole) == 0)
+        return 0;
+    return gm_fail(st, whole.code, "%s%s", whole.msg, h->offline ? "; HF_HUB_OFFLINE=1: unset it to fetch the file "
+                   "again" : "");
+}
+
 int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
                     char *dir, size_t dir_size, gm_status *st)
 {
@@ -1118,8 +1146,11 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     }
     char **names = NULL;
     size_t n = 0;
-    if (has(dir, "model.safetensors", "") || (has(dir, Q4NX_FILE, "") && !has(dir, "model.safetensors.index.json", "")))
-        return fetch_tokenizer(h, repo, dir, st);
+    const char *single = has(dir, "model.safetensors", "")                                              ? "model.safetensors"
+                         : has(dir, Q4NX_FILE, "") && !has(dir, "model.safetensors.index.json", "") ? Q4NX_FILE
+                                                                                                     : NULL;
+    if (single)
+        return (h->offline && snapshot_whole(h, dir, single, st)) || fetch_tokenizer(h, repo, dir, st);
     if (shards_of(dir, &names, &n, st))
         return st->code;
     for (size_t i = 0; i < n && !st->code; i++) {
@@ -1127,9 +1158,12 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
         ** a link to a complete blob, or the complete file itself: huggingface_hub moves a blob into the
         ** snapshot where the file system has no symlinks, and cp -rL copies a cache that way
         */
-        if (has(dir, names[i], ""))
+        gm_status whole = {0};
+        if (has(dir, names[i], "") && snapshot_whole(h, dir, names[i], &whole) == 0)
             continue;
-        if (h->offline)
+        if (whole.code && h->offline) /* online, a cut file is fetched again, resumed from its bytes (download_file) */
+            *st = whole;
+        else if (h->offline)
             offline_missing(repo, names[i], dir, st);
         else
             download_file(h, repo, dir, names[i], st);

@@ -833,6 +833,42 @@ Test(hub, a_resume_answered_from_another_offset_is_refused_and_the_partial_file_
     free(err);
 }
 
+/*
+** A blob cut short after it was linked (a disk that filled under a copy, a truncate) is found by the next
+** download, single file or shard alike: offline it says so and what mends it, online it is fetched again from
+** its own bytes on.
+*/
+Test(hub, a_cached_file_cut_short_is_named_offline_and_completed_online)
+{
+    hub_start(NULL);
+    const char *const repos[][2] = {{"golden/llama_untied", "model.safetensors"},
+                                    {"golden/llama_untied_sharded", "model-00002-of-00003.safetensors"}};
+    for (size_t i = 0; i < 2; i++) {
+        char args[256], *out = NULL, *err = NULL, cmd[9000];
+        snprintf(args, sizeof args, "download %s", repos[i][0]);
+        cr_assert_eq(gm(NULL, args, &out, &err), 0, "%s", err);
+        char *dir = downloaded_dir(out);
+        free(out);
+        free(err);
+        snprintf(cmd, sizeof cmd, "truncate -s 1000 \"$(readlink -f '%s/%s')\"", dir, repos[i][1]);
+        cr_assert_eq(system(cmd), 0);
+        cr_assert_eq(gm("HF_HUB_OFFLINE=1", args, &out, &err), 1, "%s: %s", repos[i][0], err);
+        cr_assert(strstr(err, repos[i][1]) && strstr(err, "the file is incomplete (an interrupted download or copy)") &&
+                      strstr(err, "; HF_HUB_OFFLINE=1: unset it to fetch the file again") && tu_lines(err) == 1,
+                  "%s", err);
+        free(out);
+        free(err);
+        const int resumed = log_count("\"server\": \"cdn\"", "\"range\": \"bytes=1000-");
+        cr_assert_eq(gm(NULL, args, &out, &err), 0, "%s: %s", repos[i][0], err);
+        assert_golden_files(dir, strchr(repos[i][0], '/') + 1);
+        cr_assert_eq(log_count("\"server\": \"cdn\"", "\"range\": \"bytes=1000-") - resumed, 1, "%s: not resumed",
+                     repos[i][0]);
+        free(dir);
+        free(out);
+        free(err);
+    }
+}
+
 Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place)
 {
     hub_start(NULL);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <pwd.h>
 
 #include <openssl/evp.h>
 
@@ -102,18 +103,92 @@ static char *clean_token(const char *value)
     return tok;
 }
 
-/* $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface. */
+/* The home folder of "~" (HOME, else the password entry's) or of "~user"; NULL when there is none. */
+static const char *home_of(const char *user, size_t n)
+{
+    if (n == 0 && env("HOME"))
+        return env("HOME");
+    char name[256];
+    if (n >= sizeof name)
+        return NULL;
+    memcpy(name, user, n);
+    name[n] = '\0';
+    const struct passwd *pw = n ? getpwnam(name) : getpwuid(getuid());
+    return pw ? pw->pw_dir : NULL;
+}
+
+/*
+** A path from the environment as huggingface_hub reads one: Python's
+** os.path.expandvars(os.path.expanduser(v)). A leading ~ or ~user becomes
+** that home folder (left as it is when there is none); then each $NAME or
+** ${NAME} that is set becomes its value (an unset one stays as written, and
+** what a value brings in is not expanded again).
+*/
+static int py_path(const char *v, char *out, size_t size)
+{
+    char user[PATH_MAX];
+    if (v[0] == '~') {
+        const size_t n = strcspn(v + 1, "/");
+        const char *home = home_of(v + 1, n);
+        if (home) {
+            size_t h = strlen(home);
+            while (h > 0 && home[h - 1] == '/')
+                h--;
+            if (pathf(user, sizeof user, "%.*s%s", (int)h, home, v + 1 + n))
+                return -1;
+            if (!user[0])
+                strcpy(user, "/");
+            v = user;
+        }
+    }
+    size_t k = 0;
+    for (const char *p = v; *p;) {
+        const char *name = p + 1, *value = NULL;
+        size_t n = 0, skip = 0;
+        if (p[0] == '$' && p[1] == '{' && strchr(p + 2, '}')) {
+            name = p + 2, n = (size_t)(strchr(p + 2, '}') - name), skip = n + 3;
+        } else if (p[0] == '$') {
+            n = strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"), skip = n + 1;
+        }
+        if (n > 0 && n < 256) {
+            char var[256];
+            memcpy(var, name, n);
+            var[n] = '\0';
+            value = getenv(var);
+        }
+        const char *piece = value ? value : p;
+        const size_t len = value ? strlen(value) : skip ? skip : 1;
+        if (k + len >= size)
+            return -1;
+        memcpy(out + k, piece, len);
+        k += len;
+        p += skip ? skip : 1;
+    }
+    out[k] = '\0';
+    return 0;
+}
+
+/* An environment path (py_path) into out, or one line naming the variable. */
+static int env_path(const char *var, const char *v, char *out, size_t size, gm_status *st)
+{
+    if (py_path(v, out, size) != 0)
+        return gm_fail(st, GM_EUSAGE, "%s: expected a path shorter than %zu bytes once expanded", var, size);
+    return 0;
+}
+
+/* $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface; ~ and $VAR expanded as huggingface_hub does. */
 static int hf_home(char *home, size_t size, gm_status *st)
 {
+    char raw[PATH_MAX];
     if (env("HF_HOME"))
-        pathf(home, size, "%s", env("HF_HOME"));
+        pathf(raw, sizeof raw, "%s", env("HF_HOME"));
     else if (env("XDG_CACHE_HOME"))
-        pathf(home, size, "%s/huggingface", env("XDG_CACHE_HOME"));
-    else if (env("HOME"))
-        pathf(home, size, "%s/.cache/huggingface", env("HOME"));
+        pathf(raw, sizeof raw, "%s/huggingface", env("XDG_CACHE_HOME"));
+    else if (home_of("", 0))
+        pathf(raw, sizeof raw, "%s/.cache/huggingface", home_of("", 0));
     else
         return gm_fail(st, GM_EUSAGE, "cannot place the Hugging Face cache: set HF_HOME or HF_HUB_CACHE");
-    return 0;
+    return env_path("HF_HOME", raw, home, size, st);
 }
 
 /* org/name as one folder name, org--name, as huggingface_hub flattens a repo id. */
@@ -131,11 +206,22 @@ static void flat_repo(const char *repo, char *out, size_t size)
     out[k] = '\0';
 }
 
-/* The assets folder of gen-model: $HF_ASSETS_CACHE (default $HF_HOME/assets)/gen-model. */
-static int assets_root(const char *home, char *out, size_t size)
+/*
+** The assets folder of gen-model: $HF_ASSETS_CACHE (else the older
+** HUGGINGFACE_ASSETS_CACHE, else $HF_HOME/assets)/gen-model, expanded as
+** huggingface_hub expands it.
+*/
+static int assets_root(const char *home, char *out, size_t size, gm_status *st)
 {
-    return env("HF_ASSETS_CACHE") ? pathf(out, size, "%s/gen-model", env("HF_ASSETS_CACHE"))
-                                  : pathf(out, size, "%s/assets/gen-model", home);
+    char raw[PATH_MAX], assets[PATH_MAX];
+    const char *var = env("HF_ASSETS_CACHE") ? "HF_ASSETS_CACHE" : "HUGGINGFACE_ASSETS_CACHE";
+    if (env(var))
+        pathf(raw, sizeof raw, "%s", env(var));
+    else
+        pathf(raw, sizeof raw, "%s/assets", home);
+    if (env_path(var, raw, assets, sizeof assets, st))
+        return st->code;
+    return pathf(out, size, "%s/gen-model", assets) ? gm_fail(st, GM_EUSAGE, "%s: too long a path", var) : 0;
 }
 
 static void heads_of(const char *assets, const char *repo, const char *commit, char *out, size_t size)
@@ -148,9 +234,8 @@ static void heads_of(const char *assets, const char *repo, const char *commit, c
 int gm_heads_dir(const char *repo, const char *commit, char *out, size_t size, gm_status *st)
 {
     char home[PATH_MAX], assets[PATH_MAX];
-    if (hf_home(home, sizeof home, st))
+    if (hf_home(home, sizeof home, st) || assets_root(home, assets, sizeof assets, st))
         return st->code;
-    assets_root(home, assets, sizeof assets);
     heads_of(assets, repo, commit, out, size);
     return 0;
 }
@@ -167,11 +252,15 @@ int gm_hub_init(gm_hub *h, gm_status *st)
     char home[PATH_MAX];
     if (hf_home(home, sizeof home, st))
         return st->code;
-    if (env("HF_HUB_CACHE"))
-        pathf(h->cache, sizeof h->cache, "%s", env("HF_HUB_CACHE"));
+    /* as huggingface_hub: HF_HUB_CACHE, else the older HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub; then expanded */
+    char raw[PATH_MAX];
+    const char *cache_var = env("HF_HUB_CACHE") ? "HF_HUB_CACHE" : "HUGGINGFACE_HUB_CACHE";
+    if (env(cache_var))
+        pathf(raw, sizeof raw, "%s", env(cache_var));
     else
-        pathf(h->cache, sizeof h->cache, "%s/hub", home);
-    assets_root(home, h->assets, sizeof h->assets);
+        pathf(raw, sizeof raw, "%s/hub", home);
+    if (env_path(cache_var, raw, h->cache, sizeof h->cache, st) || assets_root(home, h->assets, sizeof h->assets, st))
+        return st->code;
 
     /* as huggingface_hub's get_token: the first variable set, cleaned; when that leaves nothing, the file */
     const char *var = env("HF_TOKEN") ? "HF_TOKEN" : "HUGGING_FACE_HUB_TOKEN";
@@ -179,10 +268,9 @@ int gm_hub_init(gm_hub *h, gm_status *st)
         h->token_source = var;
     } else {
         static char path[PATH_MAX];
-        if (env("HF_TOKEN_PATH"))
-            pathf(path, sizeof path, "%s", env("HF_TOKEN_PATH"));
-        else
-            pathf(path, sizeof path, "%s/token", home);
+        if (env("HF_TOKEN_PATH") ? env_path("HF_TOKEN_PATH", env("HF_TOKEN_PATH"), path, sizeof path, st)
+                                 : pathf(path, sizeof path, "%s/token", home))
+            return st->code ? st->code : gm_fail(st, GM_EUSAGE, "HF_HOME: too long a path");
         h->token = read_token_file(path);
         h->token_source = path;
     }

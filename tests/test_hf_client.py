@@ -425,6 +425,29 @@ class Revisions(Case):
             self.assert_clean(repo, revision=rev)
 
 
+class TheCacheIsWhereTheClientPutsIt(Case):
+    def test_every_spelling_of_the_cache_place_is_read_as_the_python_client_reads_it(self):
+        """~, $VAR and ${VAR} in HF_HOME and HF_HUB_CACHE, and the older HUGGINGFACE_HUB_CACHE: the folder
+        huggingface_hub's constants give (asked of the real client in a process with that environment)."""
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
+        spellings = [{"HF_HOME": "~/hf1"}, {"HF_HOME": "$HOME/hf2"}, {"HF_HOME": "${HOME}/hf3"},
+                     {"HF_HUB_CACHE": "~/hub4"}, {"HUGGINGFACE_HUB_CACHE": os.path.join(self.dir, "legacy")},
+                     {"HF_HUB_CACHE": "$HOME/hub6", "HUGGINGFACE_HUB_CACHE": os.path.join(self.dir, "unused")}]
+        for extra in spellings:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE", "HUGGINGFACE_"))}
+            env.update(HOME=home, HF_ENDPOINT=self.hub.endpoint, GM_HUB_RETRY_MS="20", PYTHONPATH=CLIENT_SRC, **extra)
+            env.pop("XDG_CACHE_HOME", None)
+            want = subprocess.run([sys.executable, "-c", "import huggingface_hub.constants as c; print(c.HF_HUB_CACHE)"],
+                                  env=env, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+            self.assertTrue(os.path.isabs(want), want)
+            r = subprocess.run([GEN, "download", "golden/qwen2_tied"], env=env, capture_output=True, text=True,
+                               timeout=120, cwd=self.dir)
+            self.assertEqual(r.returncode, 0, "%s: %s" % (extra, r.stderr))
+            self.assertTrue(r.stdout.strip().startswith(os.path.join(want, "models--golden--qwen2_tied", "snapshots")),
+                            "%s: gen-model used %s, huggingface_hub %s" % (extra, r.stdout.strip(), want))
+
+
 if __name__ == "__main__":
     if not os.access(GEN, os.X_OK):
         sys.exit("test_hf_client.py: set GM_GEN_MODEL to the gen-model binary")

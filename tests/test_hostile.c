@@ -630,6 +630,38 @@ ParameterizedTest(int *index, hostile, tokenizer, .timeout = 60)
 }
 
 /*
+** A run of 400,000 combining marks through a tokenizer with an NFC normalizer (Qwen's): their canonical order is
+** a sort, not a pass of swaps per mark (which took the square of the run: not done in two minutes); the ids come,
+** in bounded time and memory.
+*/
+Test(hostile, a_long_run_of_combining_marks_is_normalized_in_bounded_time)
+{
+    char *work = tu_tmpdir(), text[4400], cmd[9300], *out = NULL, *err = NULL;
+    snprintf(text, sizeof text, "%s/text", work);
+    const size_t pairs = 200000;
+    char *t = malloc(1 + 4 * pairs);
+    t[0] = 'a';
+    for (size_t i = 0; i < pairs; i++) /* U+0301 (class 230) then U+0316 (class 220): each pair out of order */
+        memcpy(t + 1 + 4 * i, "\xcc\x81\xcc\x96", 4);
+    tu_write(text, t, 1 + 4 * pairs);
+    free(t);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize '%s/tokenizers/qwen3/tokenizer.json' < '%s' | wc -w", GM_GEN_MODEL,
+             GM_SHARED_DIR, text);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    long rss = 0;
+    double secs = 0;
+    int rc = tu_run_argv(argv, &out, &err, &rss, &secs);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, err);
+    cr_assert_gt(atol(out), 1000, "%s", out);
+    cr_assert_lt(secs, TIME_LIMIT_S, "took %.1f s", secs);
+    cr_assert_lt(rss, RSS_LIMIT_KB, "peak memory %ld KB", rss);
+    free(out);
+    free(err);
+    rm_rf(work);
+    free(work);
+}
+
+/*
 ** A pre_tokenizer regex that backtracks past the regex engine's limits on the text given: one line
 ** naming the file and the regex with the engine's reason, exit 3 (not "out of memory"), in bounded time.
 */

@@ -13,6 +13,8 @@
 #include <criterion/criterion.h>
 
 #include "gm/tokenizer.h"
+#include "normalize.h"
+#include <utf8proc.h>
 
 /* ------------------------------------------------------------------------ */
 /* helpers */
@@ -534,4 +536,47 @@ Test(tokenizer, a_split_regex_the_engine_gives_up_on_is_named_not_out_of_memory)
     }
     gm_tokenizer_free(t);
     free(json);
+}
+
+/*
+** The four Unicode forms agree with utf8proc_map's, byte for byte, on text
+** made to exercise them: marks of many classes out of order and in long runs,
+** Hangul jamo and syllables, compatibility characters with long
+** decompositions (U+FDFA, 18 code points), singletons, letters and ASCII.
+*/
+Test(tokenizer, the_unicode_forms_agree_with_utf8proc_map_on_marks_hangul_and_compatibility_text)
+{
+    static const int32_t pool[] = {'a', 'e', 'o', ' ', 0xe9, 0xc5, 0x1e9b, 0x0301, 0x0316, 0x0323, 0x0327, 0x0345,
+                                   0x05b0, 0x05c1, 0x0591, 0x0f71, 0x0f72, 0x0f73, 0x0f80, 0x1100, 0x1161, 0x11a8,
+                                   0xac00, 0xd4db, 0xfb01, 0xfdfa, 0x2460, 0x212b, 0x2126, 0x0344, 0x1f80, 0x0958,
+                                   0x3099, 0x304b, 0x309a, 0x1d15e, 0x0300, 0x0315, 0x031b, 0x0334};
+    const int forms[] = {TK_NORM_NFC, TK_NORM_NFD, TK_NORM_NFKC, TK_NORM_NFKD};
+    const utf8proc_option_t opts[] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE, UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+                                      UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
+    unsigned seed = 12345;
+    for (int round = 0; round < 3000; round++) {
+        char text[4 * 200];
+        size_t n = 0;
+        const int len = round < 2900 ? 1 + round % 40 : 150; /* the last ones: runs long enough for the buckets */
+        for (int i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            int32_t c = pool[(seed >> 16) % (sizeof pool / sizeof pool[0])];
+            if (round >= 2900 && i > 0)
+                c = (seed >> 20) & 1 ? 0x0301 : (seed >> 21) & 1 ? 0x0316 : 0x05b0;
+            n += (size_t)utf8proc_encode_char(c, (utf8proc_uint8_t *)text + n);
+        }
+        for (int f = 0; f < 4; f++) {
+            const tk_norm step = {.kind = forms[f]};
+            gm_buf got = {0};
+            utf8proc_uint8_t *want = NULL;
+            const utf8proc_ssize_t wn =
+                utf8proc_map((const utf8proc_uint8_t *)text, (utf8proc_ssize_t)n, &want, UTF8PROC_STABLE | opts[f]);
+            cr_assert_geq(wn, 0);
+            cr_assert_eq(tk_normalize(&step, 1, text, n, &got), 0);
+            cr_assert(got.n == (size_t)wn && memcmp(got.p, want, (size_t)wn) == 0, "round %d, form %d: %zu bytes, "
+                      "utf8proc_map %zd", round, f, got.n, wn);
+            free(want);
+            free(got.p);
+        }
+    }
 }

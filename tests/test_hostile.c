@@ -577,6 +577,11 @@ static const tok_case tok_cases[] = {
     {"merge_not_a_pair", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"ab\"]}}",
      0, "tokenizer.json"},
     {"nested_1e6", NULL, 1, "tokenizer.json"},
+    /* the id tables are as long as the largest id: one of 10^9 would take gigabytes */
+    {"vocab_id_1e9", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1000000000}, \"merges\": []}}", 0,
+     "model.vocab: expected an integer id from 0 to 16777215, found '1000000000' at byte"},
+    {"added_id_2e9", "{\"added_tokens\": [{\"id\": 2000000000, \"content\": \"<x>\"}], \"model\": {\"type\": \"BPE\", "
+     "\"vocab\": {\"a\": 0}, \"merges\": []}}", 0, "added_tokens[0].id: expected an integer from 0 to 16777215, found 2000000000"},
 };
 
 #define N_TOK (sizeof tok_cases / sizeof tok_cases[0])

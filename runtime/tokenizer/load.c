@@ -536,9 +536,12 @@ static int load_added(gm_tokenizer *t, const cJSON *list, gm_status *st)
         int special = 0, lstrip = 0, rstrip = 0, single = 0, normalized = 0;
         char where[48];
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= INT32_MAX ||
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > TK_MAX_ID ||
             id->valuedouble != (double)(int32_t)id->valuedouble)
-            return gm_fail(st, GM_EFORMAT, "%s: %s.id: expected a non-negative integer", t->path, where);
+            return cJSON_IsNumber(id) ? gm_fail(st, GM_EFORMAT, "%s: %s.id: expected an integer from 0 to %d, found "
+                                                "%.17g", t->path, where, TK_MAX_ID, id->valuedouble)
+                                      : gm_fail(st, GM_EFORMAT, "%s: %s.id: expected an integer from 0 to %d",
+                                                t->path, where, TK_MAX_ID);
         if (!cJSON_IsString(c) || c->valuestring == NULL || c->valuestring[0] == 0)
             return gm_fail(st, GM_EFORMAT, "%s: %s.content: expected a non-empty string", t->path, where);
         if (get_bool(t, e, "special", where, 0, &special, st) != 0 || get_bool(t, e, "lstrip", where, 0, &lstrip, st) ||

@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,10 +77,13 @@ int tk_read_vocab(const char *path, const char *p, const char *end, const char *
             goto out;
         }
         p = gm_json_ws(p + 1, end);
+        const char *at = p;
         id = parse_index(p, end, &p, &ok);
-        if (!ok) {
-            rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected a non-negative integer id",
-                         st);
+        if (!ok || id > TK_MAX_ID) {
+            char what[96];
+            snprintf(what, sizeof what, "expected an integer id from 0 to %d, found '%.*s'", TK_MAX_ID,
+                     (int)(p > at && p - at < 24 ? p - at : 0), at);
+            rc = fail_at(path, "model.vocab", base, at, p >= end ? "truncated" : what, st);
             goto out;
         }
         if (arena->n > UINT32_MAX / 2) {

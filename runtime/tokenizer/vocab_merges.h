@@ -12,6 +12,13 @@
 #include "maps.h"
 
 /*
+** The largest token id a tokenizer.json may give (2^24 - 1, the vocab bound
+** of config.json): the id tables are as long as the largest id, so an id of
+** 10^9 in a file of a few megabytes would take gigabytes.
+*/
+enum { TK_MAX_ID = (1 << 24) - 1 };
+
+/*
 ** The object at p (leading whitespace allowed) into vocab: keys appended to
 ** arena, *n_ids raised to the highest id + 1; *after set past the object.
 ** Errors name path. Returns 0 or st->code.

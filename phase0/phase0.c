@@ -36,6 +36,7 @@
 #include "gm/registry.h"
 #include "gm/runner.h"
 #include "gm/tokenizer.h"
+#include "gm/utf8.h"
 #include "config_check.h"
 #include "prompt_file.h"
 #include "record.h"
@@ -423,7 +424,11 @@ static void gate_baseline(run *r, gate *g)
     p0_note_positions("phase0", &m->cfg, r->n_tokens + (r->n_decode > 0 ? r->n_decode - 1 : 0));
     if (rt_session_new(&s, m, o, r->n_tokens + r->n_decode, &st) ||
         (t0 = now(), rt_prefill(s, r->tokens, r->n_tokens, &r->res, &st))) {
-        set(g, 0, "the prompt could not run", "the --tokens ids; the model's vocab_size", "%s", st.msg);
+        /* --tokens out of the vocab is refused before the gates: ids a tokenizer gave are the tokenizer's */
+        set(g, 0, "the prompt could not run",
+            r->prompt ? "the tokenizer.json beside the weights: its ids against the model's vocab_size"
+                      : "the --tokens ids; the model's vocab_size",
+            "%s", st.msg);
         rt_session_free(s);
         return;
     }
@@ -824,6 +829,12 @@ int main(int argc, char **argv)
     if (r.prompt && !*r.prompt) {
         fprintf(stderr, "phase0: --prompt: expected text, found an empty string; leave it out for the canonical "
                 "prompt\n");
+        return EXIT_USAGE;
+    }
+    const size_t bad = r.prompt ? gm_utf8_check(r.prompt, strlen(r.prompt)) : 0;
+    if (r.prompt && r.prompt[bad]) { /* a typo, not a tokenizer at fault: nothing is run or recorded */
+        fprintf(stderr, "phase0: --prompt: expected UTF-8 text, found byte 0x%02x at offset %zu\n",
+                (unsigned char)r.prompt[bad], bad);
         return EXIT_USAGE;
     }
     if (instruct && !r.prompt)

@@ -775,7 +775,10 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
     const char *const typos[][2] = {{"--prompt 'Hello'", "--prompt and --tokens each choose the prompt"},
                                     {"--instruct", "--instruct and --tokens each choose the prompt"},
-                                    {"--tokens 5,6,100000", "found 100000 at position 3"}};
+                                    {"--tokens 5,6,100000", "found 100000 at position 3"},
+                                    /* a prompt that is not text: the typo is the user's, not the tokenizer's */
+                                    {"--prompt \"$(printf 'ab\\377cd')\"",
+                                     "--prompt: expected UTF-8 text, found byte 0xff at offset 2"}};
     for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
         snprintf(extra, sizeof extra, "%s %s --models '%s'", i < 2 ? toks : "", typos[i][0], models);
         cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s: %s%s", typos[i][0], out, err);

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 
+#include "gm/io.h"
 #include "gm/tokenizer.h"
 #include "normalize.h"
 #include <utf8proc.h>
@@ -579,4 +580,16 @@ Test(tokenizer, the_unicode_forms_agree_with_utf8proc_map_on_marks_hangul_and_co
             free(got.p);
         }
     }
+}
+
+/* A NULL status is allowed (gm/status.h): a failure is still its code, and nothing crashes. */
+Test(tokenizer, a_null_status_still_gets_the_failure_code)
+{
+    gm_tokenizer *t = (gm_tokenizer *)1;
+    cr_assert_neq(gm_tokenizer_load(&t, "/nonexistent/tokenizer.json", NULL), 0);
+    cr_assert_null(t);
+    char *data = (char *)1;
+    size_t len = 1;
+    cr_assert_neq(gm_read_file("/nonexistent/x", 10, &data, &len, NULL), 0);
+    cr_assert_null(data);
 }

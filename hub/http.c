@@ -231,7 +231,7 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
 /* ---------------------------------------------------------------------- */
 
 /* Same scheme, host and port as the endpoint: the only place the token goes. */
-static int same_origin(const char *a, const char *b)
+int gm_http_same_origin(const char *a, const char *b)
 {
     CURLU *ua = curl_url(), *ub = curl_url();
     int same = 0;
@@ -292,7 +292,7 @@ static int setup(gm_hub *h, gm_xfer *x)
     curl_easy_reset(e);
     curl_slist_free_all(x->headers);
     x->headers = NULL;
-    if (h->token && same_origin(x->url, h->endpoint)) {
+    if (h->token && gm_http_same_origin(x->url, h->endpoint)) {
         char auth[4200];
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", h->token);
         x->headers = curl_slist_append(x->headers, auth);

@@ -73,6 +73,9 @@ typedef struct gm_xfer {
 void gm_xfer_init(gm_xfer *x, const char *url);
 void gm_xfer_free(gm_xfer *x);
 
+/* Do URLs a and b have the same scheme, host and port? (The token goes only to the endpoint's origin.) */
+int gm_http_same_origin(const char *a, const char *b);
+
 /*
 ** Run the transfers to completion, all at once. Returns 0 when each finished
 ** with a response (any status: look at x->status); otherwise the first

@@ -482,6 +482,10 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
     if (x->status >= 500)
         return gm_fail(st, GM_ENET, "GET %s: server error %ld after %d attempts; try again later", u, x->status,
                        x->attempts);
+    if (x->status == 403 && gm_http_same_origin(x->url, h->endpoint)) /* the Hub's own, without its error code */
+        return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); %s", u, x->error_message[0] ? ": " : "",
+                       x->error_message, h->token ? "check that the token's account has access to the repo"
+                                                  : "a private repo needs HF_TOKEN of an account with access");
     if (x->status == 403) /* without the Hub's error code: a storage host's refusal, e.g. a signed URL expired */
         return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); a signed download link may have expired: run again, "
                        "which asks the Hub for a fresh one", u, x->error_message[0] ? ": " : "", x->error_message);

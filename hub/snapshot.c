@@ -32,6 +32,10 @@ static int name_part_valid(const char *s, size_t n)
 
 int gm_repo_id_valid(const char *repo)
 {
+    const size_t n = strlen(repo);
+    /* as huggingface_hub's validate_repo_id: "--" would flatten two ids into one cache folder (a--b/c, a/b--c) */
+    if (strstr(repo, "--") || (n >= 4 && strcmp(repo + n - 4, ".git") == 0))
+        return 0;
     const char *slash = strchr(repo, '/');
     if (!slash)
         return name_part_valid(repo, strlen(repo));

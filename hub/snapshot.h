@@ -82,7 +82,7 @@ void gm_snapshot_free(gm_snapshot *s);
 */
 int gm_snapshot_read_origin(gm_snapshot *s, const char *path, gm_status *st);
 
-/* A Hub repo id: "name" or "org/name", each part [A-Za-z0-9][A-Za-z0-9._-]*, no "..". */
+/* A Hub repo id: "name" or "org/name", each part [A-Za-z0-9][A-Za-z0-9._-]*, no ".." or "--", no ".git" ending. */
 int gm_repo_id_valid(const char *repo);
 
 /*

@@ -930,7 +930,10 @@ Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
                             {"download --revision /etc/x Qwen/Qwen2-0.5B", "which holds an empty part between slashes"},
                             {"Qwen/Qwen2-0.5B --revision 'main/../../x'", "which holds a part that starts with '.'"},
                             {"download --revision 'a b' Qwen/Qwen2-0.5B", "which holds a control byte, a space"},
-                            {"preview --templates . --revision v1.lock x", "which holds a '.lock' ending"}};
+                            {"preview --templates . --revision v1.lock x", "which holds a '.lock' ending"},
+                            /* "--" flattens two ids into one cache folder (a--b/c and a/b--c): the Hub refuses it */
+                            {"download a--b/c", "expected a Hub repo id ORG/NAME, found 'a--b/c'"},
+                            {"download a/b--c", "expected a Hub repo id ORG/NAME, found 'a/b--c'"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, bad[i][0]);
         cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s", bad[i][0]);

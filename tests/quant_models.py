@@ -345,6 +345,13 @@ def brk(src, dst, mode):
         tensors["model.layers.1.self_attn.k_proj.qweight"] = (dtype, np.vstack([a, a[:1]]))
     elif mode == "unknown-method":
         cfg["quantization_config"]["quant_method"] = "bitsandbytes"
+    elif mode == "one-layer-plain":  # layer 1's q_proj kept in bf16, named in modules_to_not_convert (transformers loads it)
+        p = "model.layers.1.self_attn.q_proj."
+        cols = tensors[p + "qweight"][1].shape[0]
+        for part in ("qweight", "qzeros", "scales"):
+            del tensors[p + part]
+        tensors[p + "weight"] = ("BF16", np.zeros((cols, cols), dtype="<u2"))
+        cfg["quantization_config"]["modules_to_not_convert"] = [p[:-1]]
     else:
         sys.exit("quant_models.py: unknown mode " + mode)
     json.dump(cfg, open(cfg_path, "w"), indent=2, sort_keys=True)

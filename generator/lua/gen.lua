@@ -174,8 +174,11 @@ local function expect_any(spec, hf, where, listing, cfg, consumed, first, layer)
       not spec.transpose, first)
   end
   if layer and layer > 0 and (parts == nil) ~= (first == nil) then
-    E.raise("format", "%s: '%s' is %s but layer 0's is %s: a projection quantized in some layers only is not "
-      .. "supported", listing, hf, parts and "quantized" or "kept in float", first and "quantized" or "kept in float")
+    -- a checkpoint transformers loads (modules_to_not_convert may name one layer's projection), which the
+    -- generated LayerWeights, one struct for every layer, cannot hold: not supported, rather than bad input
+    E.raise("unsupported", "%s: '%s' is %s but layer 0's is %s: a projection quantized in some layers only (as "
+      .. "quantization_config.modules_to_not_convert may leave it) is not supported", listing, hf,
+      parts and "quantized" or "kept in float", first and "quantized" or "kept in float")
   end
   if not parts then expect(spec, hf, where, listing, cfg, consumed) end
   return parts

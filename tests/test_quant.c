@@ -256,6 +256,8 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
         {"one-layer-plain", "awq_llama3", 3, "gen-model: %s/model.safetensors: 'model.layers.1.self_attn.q_proj.weight' is "
          "kept in float but layer 0's is quantized: a projection quantized in some layers only (as "
          "quantization_config.modules_to_not_convert may leave it) is not supported\n"},
+        {"block-size-zero", "fp8_qwen3", 1, "gen-model: %s/config.json: quantization_config.weight_block_size must be a "
+         "list of two positive integers, found [0, 64]\n"},
         {"no-config", "fp8_qwen3", 1, "(F8_E4M3) is a quantized checkpoint's, but config.json has no quantization_config "
          "(supported: awq, gptq, fp8, and mlir-air's Q4NX bundle (model.q4nx))\n"},
         {"config-over-bf16", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qweight' "

@@ -90,7 +90,15 @@ local function describe(v)
   end
   if t == "integer" then return tostring(v) end
   if v == nil then return "absent" end
-  if t == "table" then return getmetatable(v) == json.array_mt and "a list" or "an object" end
+  if t == "table" and getmetatable(v) == json.array_mt then -- a short list of scalars as written; others by length
+    local parts = {}
+    for i, e in ipairs(v) do
+      if i > 8 or type(e) == "table" then return string.format("a list of %d", #v) end
+      parts[i] = describe(e)
+    end
+    return "[" .. table.concat(parts, ", ") .. "]"
+  end
+  if t == "table" then return "an object" end
   if t == "boolean" then return tostring(v) end
   if t == "string" then
     local s = v:sub(1, 40):gsub("[^%w _./:-]", "?")

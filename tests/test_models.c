@@ -232,6 +232,12 @@ Test(models, golden_loader_reports_a_wrong_folder)
     gm_status st = {0};
     cr_assert_neq(e->load(w, "/nonexistent-folder", &st), 0);
     cr_assert(strstr(st.msg, "/nonexistent-folder"), "%s", st.msg);
+    /* a form that is none of gm_wform's: refused, not read as (out, in) while named otherwise */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/golden/%s", GM_SHARED_DIR, e->id);
+    cr_assert_eq(e->load_form(w, dir, (gm_wform)7, &st), GM_EUSAGE);
+    cr_assert(strstr(st.msg, "expected a weight form (GM_W_NK, GM_W_KN, GM_W_PANEL16 or GM_W_PANEL32), found 7"), "%s",
+              st.msg);
     free(w);
 }
 

@@ -573,6 +573,9 @@ int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
     st_model *m = NULL;
     plan p = {0};
     memset(lay->arena, 0, sizeof *lay->arena);
+    if (lay->form != GM_W_NK && lay->form != GM_W_KN && !gm_wform_panel(lay->form))
+        return gm_fail(st, GM_EUSAGE, "%s: expected a weight form (GM_W_NK, GM_W_KN, GM_W_PANEL16 or GM_W_PANEL32), "
+                       "found %d", dir, (int)lay->form);
     if (st_model_open(&m, dir, st) == GM_OK && plan_load(&p, lay, specs, n_specs, m, dir, st) == GM_OK &&
         place(&p, lay->arena, st) == GM_OK)
         run(&p, lay->arena, threads, st);

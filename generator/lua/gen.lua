@@ -368,7 +368,7 @@ local function tensor_view(spec, cfg, parts)
   local tied = spec.tied and cfg.tie_word_embeddings
   local comment = string.format("(%s) = (%s), from %s%s", table.concat(held_names, ", "),
     table.concat(held, ", "), spec.hf, spec.transpose and ", transposed (as stored in the form GM_W_NK)" or "")
-  if tied then comment = string.format("(%s) = (%s), tied: aliases %s (%s absent)",
+  if tied then comment = string.format("(%s) = (%s), tied: aliases %s (%s, where a file has it, not read, as in transformers)",
       table.concat(held_names, ", "), table.concat(held, ", "), spec.tied, spec.hf) end
   local pviews, fmt
   if parts then

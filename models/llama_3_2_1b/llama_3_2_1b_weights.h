@@ -73,7 +73,7 @@ typedef struct llama_3_2_1b_Weights {
     gm_wform form;     /* how the projections are held: GM_W_KN (in, out), GM_W_NK (out, in), or in panels */
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (128256, 2048), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (2048), from model.norm.weight */
-    gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (128256, 2048), tied: aliases tok_embd (lm_head.weight absent) */
+    gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (128256, 2048), tied: aliases tok_embd (lm_head.weight, where a file has it, not read, as in transformers) */
     llama_3_2_1b_LayerWeights layers[LLAMA_3_2_1B_N_LAYERS];
     gm_arena arena;    /* the allocation and the mapped files every tensor above lives in */
 } llama_3_2_1b_Weights;

@@ -76,7 +76,7 @@ typedef struct qwen2_0_5b_Weights {
     gm_wform form;     /* how the projections are held: GM_W_KN (in, out), GM_W_NK (out, in), or in panels */
     gm_bf16 *tok_embd;  /* (vocab_size, emb_dim) = (151936, 896), from model.embed_tokens.weight */
     gm_bf16 *out_norm;  /* (emb_dim) = (896), from model.norm.weight */
-    gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 896), tied: aliases tok_embd (lm_head.weight absent) */
+    gm_bf16 *lm_head;   /* (vocab_size, emb_dim) = (151936, 896), tied: aliases tok_embd (lm_head.weight, where a file has it, not read, as in transformers) */
     qwen2_0_5b_LayerWeights layers[QWEN2_0_5B_N_LAYERS];
     gm_arena arena;    /* the allocation and the mapped files every tensor above lives in */
 } qwen2_0_5b_Weights;

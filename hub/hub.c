@@ -340,10 +340,22 @@ static int lock_blob(const char *rdir, const char *blob, const char *file, uint6
     return gm_lock(path, what, part, size, st);
 }
 
-/* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link. */
+/* Is snapshots/<commit>/<file> already the link to blobs/<blob>? (Then nothing is written: a read-only cache serves.) */
+static int linked(const char *rdir, const char *commit, const char *file, const char *blob)
+{
+    char link[PATH_MAX], target[PATH_MAX], want[PATH_MAX];
+    pathf(link, sizeof link, "%s/snapshots/%s/%s", rdir, commit, file);
+    pathf(want, sizeof want, "../../blobs/%s", blob);
+    const ssize_t n = readlink(link, target, sizeof target - 1);
+    return n > 0 && (size_t)n == strlen(want) && memcmp(target, want, (size_t)n) == 0;
+}
+
+/* snapshots/<commit>/<file> -> ../../blobs/<blob>, replacing any older link (none written when it is that link). */
 static int link_blob(const char *rdir, const char *commit, const char *file, const char *blob, gm_status *st)
 {
     char snap[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
+    if (linked(rdir, commit, file, blob))
+        return 0;
     pathf(snap, sizeof snap, "%s/snapshots/%s", rdir, commit);
     if (gm_mkdir_p(snap, st))
         return st->code;
@@ -377,6 +389,9 @@ static int cache_put(const char *rdir, const char *commit, const char *file, con
     char dir[PATH_MAX], path[PATH_MAX];
     pathf(dir, sizeof dir, "%s/blobs", rdir);
     pathf(path, sizeof path, "%s/%s", dir, blob);
+    /* already there, these bytes, linked: nothing to write, no lock to take (as huggingface_hub, on a read-only cache) */
+    if (linked(rdir, commit, file, blob) && same_bytes(path, data, len))
+        return 0;
     if (gm_mkdir_p(dir, st))
         return st->code;
     const int lock = lock_blob(rdir, blob, file, len, st);
@@ -396,6 +411,8 @@ static int write_ref(const char *rdir, const char *revision, const char *commit,
     if (is_commit(revision) && !strcmp(revision, commit))
         return 0;
     pathf(path, sizeof path, "%s/refs/%s", rdir, revision);
+    if (same_bytes(path, commit, strlen(commit)))
+        return 0; /* as it is: nothing written (a read-only cache serves) */
     char *slash = strrchr(path, '/');
     *slash = '\0';
     if (gm_mkdir_p(path, st))

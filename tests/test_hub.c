@@ -869,6 +869,38 @@ Test(hub, a_cached_file_cut_short_is_named_offline_and_completed_online)
     }
 }
 
+/*
+** A cache that already holds every file, read-only to the user who runs (a shared cache a team fills once):
+** scaffold and download change nothing there and take no lock, online as offline, as huggingface_hub does.
+*/
+Test(hub, a_complete_read_only_cache_serves_another_user_online)
+{
+    hub_start(NULL);
+    char *out = NULL, *err = NULL, cmd[16384], first[4400];
+    cr_assert_eq(gm(NULL, "download golden/llama_untied", &out, &err), 0, "%s", err);
+    free(out), free(err);
+    snprintf(first, sizeof first, "'golden/llama_untied' --out '%s/first'", hub.work);
+    cr_assert_eq(gm(NULL, first, &out, &err), 0, "%s", err);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "chmod 755 '%s' && chmod -R a-w,a+rX '%s' && mkdir -m 777 '%s/theirs'", hub.work, hub.home,
+             hub.work);
+    cr_assert_eq(system(cmd), 0);
+    char *before = tu_tree_hash(hub.home);
+    const char *const runs[] = {"download golden/llama_untied", "golden/llama_untied --out '%s/theirs'"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[4600];
+        snprintf(args, sizeof args, runs[i], hub.work);
+        const int rc = gm_after("setpriv --reuid=65534 --regid=65534 --clear-groups", NULL, args, &out, &err);
+        cr_assert_eq(rc, 0, "%s: exit %d: %s", args, rc, err);
+        free(out), free(err);
+    }
+    char *after = tu_tree_hash(hub.home);
+    cr_assert_str_eq(after, before, "the read-only cache changed");
+    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s'", hub.home); /* for the teardown */
+    cr_assert_eq(system(cmd), 0);
+    free(before), free(after);
+}
+
 Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place)
 {
     hub_start(NULL);

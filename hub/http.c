@@ -74,6 +74,7 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userdata)
         /* a new response: forget what described the previous one */
         x->error_code[0] = x->error_message[0] = x->content_range[0] = x->location[0] = '\0';
         x->retry_after = 0;
+        x->content_length = 0;
         return n;
     }
     const char *colon = memchr(line, ':', n);
@@ -101,7 +102,10 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *userdata)
         copy_value(x->error_code, sizeof x->error_code, v, vlen, 0);
     else if (IS("X-Error-Message"))
         copy_value(x->error_message, sizeof x->error_message, v, vlen, 0);
-    else if (IS("Content-Range"))
+    else if (IS("Content-Length")) {
+        copy_value(num, sizeof num, v, vlen, 0);
+        x->content_length = strtoull(num, NULL, 10);
+    } else if (IS("Content-Range"))
         copy_value(x->content_range, sizeof x->content_range, v, vlen, 0);
     else if (IS("Location"))
         copy_value(x->location, sizeof x->location, v, vlen, 0);

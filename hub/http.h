@@ -39,6 +39,7 @@ typedef struct gm_xfer {
     char etag[160];       /* ETag, quotes and W/ removed */
     char linked_etag[160];/* X-Linked-Etag */
     uint64_t linked_size; /* X-Linked-Size */
+    uint64_t content_length; /* Content-Length of the last response (a file served directly: its size) */
     /* ... and these describe the last response */
     long status;
     char error_code[64];  /* X-Error-Code */

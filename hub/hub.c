@@ -1032,7 +1032,8 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     }
     char etag[160];
     snprintf(etag, sizeof etag, "%s", meta.linked_etag[0] ? meta.linked_etag : meta.etag);
-    const uint64_t size = meta.linked_size;
+    /* the Hub's X-Linked-Size; a server that answers the HEAD with the file itself (200) gives its Content-Length */
+    const uint64_t size = meta.linked_size ? meta.linked_size : meta.status == 200 ? meta.content_length : 0;
     gm_xfer_free(&meta);
     if (strlen(etag) != 64 || strspn(etag, "0123456789abcdef") != 64)
         return gm_fail(st, GM_ENET, "HEAD %s: expected a sha256 in X-Linked-Etag, found '%.80s'",
@@ -1119,6 +1120,16 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
                 gm_fail(st, GM_ENET, "GET %s: asked for the bytes from %llu on, the server sent Content-Range "
                         "'%.80s'", gm_url_for_message(url, u, sizeof u), (unsigned long long)x.have,
                         x.content_range);
+            gm_xfer_free(&x);
+            goto out;
+        }
+        unsigned long long whole = 0;
+        if (!rc && x.result == CURLE_OK && x.status == 416 && sscanf(x.content_range, "bytes */%llu", &whole) == 1 &&
+            whole != size) { /* the file ends before X-Linked-Size says: no retry mends it, nor is the part kept */
+            gm_fail(st, GM_ENET, "GET %s: the server's file has %llu bytes, X-Linked-Size says %llu (the Hub and its "
+                    "storage disagree); nothing cached, the partial file removed", gm_url_for_message(url, u, sizeof u),
+                    whole, (unsigned long long)size);
+            unlink(part);
             gm_xfer_free(&x);
             goto out;
         }

@@ -30,7 +30,9 @@ that agrees and the ETag of the whole file: what a proxy that cuts bodies does),
 cdn-403 (every blob from the cdn refused with 403 and no Hub error code: a
 signed link that expired), short-lfs (tokenizer.json served from LFS, as large
 ones are, and the cdn sends such a file that is not safetensors 100 bytes
-short, with a Content-Length that agrees), wrong-range (a Range request to the cdn answered
+short, with a Content-Length that agrees), size-plus (X-Linked-Size 100
+more than the file has), direct (the hub serves an LFS file itself, 200 with
+its sha256 as ETag and no X-Linked headers), wrong-range (a Range request to the cdn answered
 206 with the whole file, Content-Range "bytes 0-..."), trickle (the cdn sends 1000 bytes, pauses --slow
 seconds, and so on: a link that keeps stalling after a little).
 --log appends one JSON line per request:
@@ -52,7 +54,7 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
-         "wrong-range", "short-lfs"}
+         "wrong-range", "short-lfs", "size-plus", "direct"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -397,12 +399,14 @@ class HubHandler(Handler):
         if blob is None:
             return self.error(404, "Entry not found", "EntryNotFound",
                               extra=[("X-Repo-Commit", commit)])
+        if blob.lfs and "direct" in st.modes:   # no CDN: the file itself, as a plain web server gives it
+            return self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)])
         if blob.lfs:
             loc = "http://127.0.0.1:%d/blobs/%s?%s" % (
                 st.cdn_port, blob.etag,
                 urllib.parse.urlencode({"repo": repo_id, "file": filename, "commit": commit}))
             return self.redirect(302, loc, [
-                ("X-Repo-Commit", commit), ("X-Linked-Size", blob.size),
+                ("X-Repo-Commit", commit), ("X-Linked-Size", blob.size + (100 if "size-plus" in st.modes else 0)),
                 ("X-Linked-Etag", '"%s"' % blob.etag), ("ETag", '"%s"' % blob.etag)])
         if "short-small" in st.modes:   # a body cut short whose Content-Length says so, the ETag kept
             cut = blob.data[:max(len(blob.data) - 100, 0)]

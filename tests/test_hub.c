@@ -901,6 +901,33 @@ Test(hub, a_complete_read_only_cache_serves_another_user_online)
     free(before), free(after);
 }
 
+/* An X-Linked-Size past the file's end: said once, as the sizes that disagree, and no partial file left to repeat it. */
+Test(hub, a_linked_size_past_the_files_end_is_said_and_leaves_nothing)
+{
+    const char *args[] = {"--mode", "size-plus", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/qwen3_tied", &out, &err), 5, "%s", err);
+    cr_assert(strstr(err, "/model.safetensors: the server's file has 347584 bytes, X-Linked-Size says 347684") &&
+              tu_lines(err) == 1, "%s", err);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "ls '%s/hub/models--golden--qwen3_tied/blobs' | grep -q incomplete", hub.home);
+    cr_assert_neq(system(cmd), 0, "a partial file was left");
+    free(out), free(err);
+}
+
+/* A server that answers with the file itself (no CDN, no X-Linked headers): its Content-Length and ETag serve. */
+Test(hub, a_server_that_sends_the_file_directly_is_downloaded_by_its_content_length)
+{
+    const char *args[] = {"--mode", "direct", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(NULL, "download golden/qwen3_tied", &out, &err), 0, "%s", err);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "qwen3_tied");
+    free(dir), free(out), free(err);
+}
+
 Test(hub, a_partial_download_that_has_every_byte_is_checked_and_moved_into_place)
 {
     hub_start(NULL);

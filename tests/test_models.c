@@ -231,13 +231,18 @@ Test(models, golden_loader_reports_a_wrong_folder)
     void *w = calloc(1, e->weights_size);
     gm_status st = {0};
     cr_assert_neq(e->load(w, "/nonexistent-folder", &st), 0);
-    cr_assert(strstr(st.msg, "/nonexistent-folder"), "%s", st.msg);
+    cr_assert(strstr(st.msg, "/nonexistent-folder: expected a model folder, found none (No such file or directory)"),
+              "%s", st.msg);
     /* a form that is none of gm_wform's: refused, not read as (out, in) while named otherwise */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/golden/%s", GM_SHARED_DIR, e->id);
     cr_assert_eq(e->load_form(w, dir, (gm_wform)7, &st), GM_EUSAGE);
     cr_assert(strstr(st.msg, "expected a weight form (GM_W_NK, GM_W_KN, GM_W_PANEL16 or GM_W_PANEL32), found 7"), "%s",
               st.msg);
+    char file[4200]; /* a file where the folder belongs */
+    snprintf(file, sizeof file, "%s/config.json", dir);
+    cr_assert_neq(e->load(w, file, &st), 0);
+    cr_assert(strstr(st.msg, "config.json: expected a model folder, found a file"), "%s", st.msg);
     free(w);
 }
 

@@ -324,6 +324,11 @@ int st_model_open(st_model **out, const char *dir, gm_status *st)
 
     *out = NULL;
     gm_status_clear(st);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) /* a mistyped path: said as such, not as a folder without weights */
+        return gm_fail(st, GM_EMISSING, "%s: expected a model folder, found none (%s)", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return gm_fail(st, GM_EMISSING, "%s: expected a model folder, found a file", dir);
     if ((m = calloc(1, sizeof *m)) == NULL || (m->dir = strdup(dir)) == NULL ||
         (single = join_path(dir, ST_SINGLE_NAME)) == NULL || (q4nx = join_path(dir, ST_Q4NX_NAME)) == NULL ||
         (index = join_path(dir, ST_INDEX_NAME)) == NULL) {

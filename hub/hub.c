@@ -219,6 +219,8 @@ static int assets_root(const char *home, char *out, size_t size, gm_status *st)
         pathf(raw, sizeof raw, "%s", env(var));
     else
         pathf(raw, sizeof raw, "%s/assets", home);
+    if (!env(var))
+        var = "HF_HOME"; /* the path came from it */
     if (env_path(var, raw, assets, sizeof assets, st))
         return st->code;
     return pathf(out, size, "%s/gen-model", assets) ? gm_fail(st, GM_EUSAGE, "%s: too long a path", var) : 0;
@@ -268,9 +270,12 @@ int gm_hub_init(gm_hub *h, gm_status *st)
         h->token_source = var;
     } else {
         static char path[PATH_MAX];
-        if (env("HF_TOKEN_PATH") ? env_path("HF_TOKEN_PATH", env("HF_TOKEN_PATH"), path, sizeof path, st)
-                                 : pathf(path, sizeof path, "%s/token", home))
-            return st->code ? st->code : gm_fail(st, GM_EUSAGE, "HF_HOME: too long a path");
+        char raw_token[PATH_MAX]; /* as huggingface_hub: HF_TOKEN_PATH, else $HF_HOME/token, then expanded */
+        if (env("HF_TOKEN_PATH") ? pathf(raw_token, sizeof raw_token, "%s", env("HF_TOKEN_PATH"))
+                                 : pathf(raw_token, sizeof raw_token, "%s/token", home))
+            return gm_fail(st, GM_EUSAGE, "%s: too long a path", env("HF_TOKEN_PATH") ? "HF_TOKEN_PATH" : "HF_HOME");
+        if (env_path(env("HF_TOKEN_PATH") ? "HF_TOKEN_PATH" : "HF_HOME", raw_token, path, sizeof path, st))
+            return st->code;
         h->token = read_token_file(path);
         h->token_source = path;
     }
@@ -1005,11 +1010,45 @@ static int blob_header_ok(const char *blob, const char *dir, const char *file, g
     return st->code;
 }
 
-/* Is the blob there with the size the Hub gives? (Another size: cut short, or not this file.) */
-static int blob_sized(const char *blob, uint64_t size)
+static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have);
+
+/* The sha256 of what sha has hashed so far, in hex (sha itself left as it is). */
+static void sha_hex_so_far(const EVP_MD_CTX *sha, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    if (!c || !EVP_MD_CTX_copy_ex(c, sha) || !EVP_DigestFinal_ex(c, md, &n))
+        n = 0;
+    EVP_MD_CTX_free(c);
+    out[0] = '\0';
+    for (unsigned i = 0; i < n && i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/*
+** Is the blob there, complete? With the size the Hub gives, as huggingface_hub
+** takes it; with another size, only when its bytes are its name's sha256 (the
+** Hub's size header wrong, the file right). Another size and other bytes: cut
+** short, or not this file.
+*/
+static int blob_usable(const char *blob, const char *etag, uint64_t size)
 {
     struct stat sb;
-    return stat(blob, &sb) == 0 && (uint64_t)sb.st_size == size;
+    if (stat(blob, &sb) != 0)
+        return 0;
+    if ((uint64_t)sb.st_size == size)
+        return 1;
+    const int fd = open(blob, O_RDONLY | O_CLOEXEC);
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    uint64_t n = 0;
+    char got[65] = "";
+    if (fd >= 0 && sha && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) && hash_prefix(fd, sha, &n) == 0)
+        sha_hex_so_far(sha, got);
+    EVP_MD_CTX_free(sha);
+    if (fd >= 0)
+        close(fd);
+    return strcmp(got, etag) == 0;
 }
 
 static int download_file(gm_hub *h, const char *repo, const char *dir, const char *file, gm_status *st)
@@ -1044,7 +1083,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
 
     pathf(blob, sizeof blob, "%s/blobs/%s", rdir, etag);
     pathf(part, sizeof part, "%s.incomplete", blob);
-    if (blob_sized(blob, size))
+    if (blob_usable(blob, etag, size))
         return blob_header_ok(blob, dir, file, st) || link_blob(rdir, commit, file, etag, st);
     char blobs[PATH_MAX];
     pathf(blobs, sizeof blobs, "%s/blobs", rdir);
@@ -1058,13 +1097,13 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     const int lock = lock_blob(rdir, etag, file, size, st);
     if (lock < 0)
         return st->code;
-    if (blob_sized(blob, size)) {
+    if (blob_usable(blob, etag, size)) {
         link_blob(rdir, commit, file, etag, st);
         gm_unlock(lock);
         return st->code;
     }
     if (file_exists(blob) && !file_exists(part) && rename(blob, part) != 0) {
-        /* a blob of another size than the Hub's (cut by a full disk, or a copy): fetched again, from its bytes on */
+        /* a blob of another size and other bytes (cut by a full disk, or a copy): fetched again, from its bytes on */
         gm_unlock(lock);
         return gm_fail(st, GM_EIO, "%s: not the %llu bytes of X-Linked-Size, and cannot be moved aside to resume: %s",
                        blob, (unsigned long long)size, strerror(errno));
@@ -1091,6 +1130,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
     }
     /* a partial file that already has every byte (its writer stopped before the rename) is only checked and moved */
     bar = h->progress && have < size; /* a progress bar is drawn: a newline ends it before any other line */
+    uint64_t expect = size; /* the bytes a complete file has: X-Linked-Size, unless the server's end says otherwise */
     for (int attempt = 1; have < size; attempt++) {
         /* the file holds exactly the `have` bytes hashed so far; the transfer appends after them */
         if (ftruncate(fd, (off_t)have) != 0 || lseek(fd, (off_t)have, SEEK_SET) != (off_t)have) {
@@ -1124,6 +1164,13 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             goto out;
         }
         unsigned long long whole = 0;
+        if (!rc && x.result == CURLE_OK && x.status == 416 && sscanf(x.content_range, "bytes */%llu", &whole) == 1 &&
+            whole == have && have != size) {
+            /* the file ends where the partial one does, before X-Linked-Size: complete, if its sha256 is the name */
+            gm_xfer_free(&x);
+            expect = have;
+            break;
+        }
         if (!rc && x.result == CURLE_OK && x.status == 416 && sscanf(x.content_range, "bytes */%llu", &whole) == 1 &&
             whole != size) { /* the file ends before X-Linked-Size says: no retry mends it, nor is the part kept */
             gm_fail(st, GM_ENET, "GET %s: the server's file has %llu bytes, X-Linked-Size says %llu (the Hub and its "
@@ -1178,9 +1225,12 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         goto out;
     }
     struct stat sb = {0};
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != size) { /* what is hashed is what is there, or no rename */
+    if (expect != size) /* kept on its sha256, which is the check that matters; the disagreement is said */
+        fprintf(stderr, "gen-model: note: %s: the server's file has %llu bytes where X-Linked-Size says %llu; its sha256 "
+                "is the Hub's, so it is kept\n", file, (unsigned long long)expect, (unsigned long long)size);
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != expect) { /* what is hashed is what is there, or no rename */
         gm_fail(st, GM_EIO, "%s: %llu bytes, expected %llu; remove it and run the download again", part,
-                (unsigned long long)sb.st_size, (unsigned long long)size);
+                (unsigned long long)sb.st_size, (unsigned long long)expect);
         goto out;
     }
     if (fsync(fd) != 0 || rename(part, blob) != 0) {

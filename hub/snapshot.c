@@ -57,8 +57,14 @@ int gm_revision_valid(const char *rev, const char **why)
         w = "'..'";
     else if (strstr(rev, "@{") || strcmp(rev, "@") == 0)
         w = "'@{' or is '@', which git refuses in a ref name";
-    else if (n >= 5 && strcmp(rev + n - 5, ".lock") == 0)
-        w = "a '.lock' ending, which git refuses in a ref name";
+    else if (rev[n - 1] == '.')
+        w = "a '.' ending, which git refuses in a ref name";
+    for (const char *part = rev; !w && *part;) { /* per part between slashes: git's rules are a component's */
+        const size_t k = strcspn(part, "/");
+        if (k >= 5 && memcmp(part + k - 5, ".lock", 5) == 0)
+            w = "a part that ends in '.lock', which git refuses in a ref name";
+        part += k + (part[k] == '/');
+    }
     for (const unsigned char *p = (const unsigned char *)rev; !w && *p; p++)
         if (*p < 0x20 || *p == 0x7f || strchr(" ~^:?*[\\", *p))
             w = "a control byte, a space or one of ~^:?*[\\";

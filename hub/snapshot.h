@@ -89,7 +89,8 @@ int gm_repo_id_valid(const char *repo);
 ** A revision (branch, tag, commit, refs/pr/N) that can name a file under the
 ** cache's refs/ as git's check-ref-format allows a ref name: no empty or
 ** "."-led component (so no ".."), no leading, trailing or doubled "/", no
-** control bytes, space or any of ~^:?*[\, no "@{", no ".lock" ending. 0 and
+** control bytes, space or any of ~^:?*[\, no "@{", no part ending in ".lock",
+** no "." ending. 0 and
 ** why (a short phrase) when it is not.
 */
 int gm_revision_valid(const char *rev, const char **why);

@@ -930,7 +930,9 @@ Test(generator, subcommands_have_their_own_help_and_one_line_usage_errors)
                             {"download --revision /etc/x Qwen/Qwen2-0.5B", "which holds an empty part between slashes"},
                             {"Qwen/Qwen2-0.5B --revision 'main/../../x'", "which holds a part that starts with '.'"},
                             {"download --revision 'a b' Qwen/Qwen2-0.5B", "which holds a control byte, a space"},
-                            {"preview --templates . --revision v1.lock x", "which holds a '.lock' ending"},
+                            {"preview --templates . --revision v1.lock x", "which holds a part that ends in '.lock'"},
+                            {"download --revision a.lock/b Qwen/Qwen2-0.5B", "which holds a part that ends in '.lock'"},
+                            {"download --revision v1. Qwen/Qwen2-0.5B", "which holds a '.' ending"},
                             /* "--" flattens two ids into one cache folder (a--b/c and a/b--c): the Hub refuses it */
                             {"download a--b/c", "expected a Hub repo id ORG/NAME, found 'a--b/c'"},
                             {"download a/b--c", "expected a Hub repo id ORG/NAME, found 'a/b--c'"}};

@@ -447,6 +447,32 @@ class TheCacheIsWhereTheClientPutsIt(Case):
             self.assertTrue(r.stdout.strip().startswith(os.path.join(want, "models--golden--qwen2_tied", "snapshots")),
                             "%s: gen-model used %s, huggingface_hub %s" % (extra, r.stdout.strip(), want))
 
+    def test_the_token_file_and_the_assets_folder_are_where_the_python_client_puts_them(self):
+        """HF_TOKEN_PATH and HF_ASSETS_CACHE with ~ and $VAR, and the default token path under an HF_HOME that is
+        itself a variable: the token reaches a gated repo, the header copies go to the client's assets folder."""
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
+        spellings = [{"HF_HOME": "$HFH", "HFH": "$HOME/hf1"},
+                     {"HF_HOME": "~/hf2", "HF_TOKEN_PATH": "~/secrets/token", "HF_ASSETS_CACHE": "${HOME}/assets3"}]
+        for i, extra in enumerate(spellings):
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE", "HUGGINGFACE_"))}
+            env.update(HOME=home, HF_ENDPOINT=self.hub.endpoint, GM_HUB_RETRY_MS="20", PYTHONPATH=CLIENT_SRC, **extra)
+            env.pop("XDG_CACHE_HOME", None)
+            code = "import huggingface_hub.constants as c; print(c.HF_TOKEN_PATH); print(c.HF_ASSETS_CACHE)"
+            token_path, assets = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                                timeout=60, check=True).stdout.split()
+            self.assertTrue(os.path.isabs(token_path) and os.path.isabs(assets), (token_path, assets))
+            os.makedirs(os.path.dirname(token_path), exist_ok=True)
+            with open(token_path, "w") as f:
+                f.write("hf_good\n")
+            out = os.path.join(self.dir, "models%d" % i)
+            r = subprocess.run([GEN, "meta-llama/Llama-3.2-1B", "--out", out], env=env, capture_output=True,
+                               text=True, timeout=120, cwd=self.dir)
+            self.assertEqual(r.returncode, 0, "%s: %s" % (extra, r.stderr))
+            heads = os.path.join(assets, "gen-model", "meta-llama--Llama-3.2-1B", "headers")
+            self.assertTrue(os.path.isdir(heads), "%s: no header copies in %s: %s" % (extra, heads, os.listdir(home)))
+            os.remove(token_path)
+
 
 if __name__ == "__main__":
     if not os.access(GEN, os.X_OK):

@@ -33,7 +33,7 @@ int gm_dangling(const char *path, gm_status *st)
     char target[4096];
     struct stat sb;
     const ssize_t n = readlink(path, target, sizeof target - 1);
-    if (n < 0 || stat(path, &sb) == 0)
+    if (n < 0 || stat(path, &sb) == 0 || errno != ENOENT) /* a loop or a folder it may not read is no deleted blob */
         return 0;
     target[n] = '\0';
     return gm_fail(st, GM_EMISSING, "%s: a symlink to %s, which is not there (in a Hugging Face cache, a deleted "

@@ -1319,8 +1319,17 @@ int gm_hub_download(gm_hub *h, const char *repo, const char *revision,
     const char *single = has(dir, "model.safetensors", "")                                              ? "model.safetensors"
                          : has(dir, Q4NX_FILE, "") && !has(dir, "model.safetensors.index.json", "") ? Q4NX_FILE
                                                                                                      : NULL;
-    if (single)
-        return (h->offline && snapshot_whole(h, dir, single, st)) || fetch_tokenizer(h, repo, dir, st);
+    if (single) {
+        /* read as the gates will; online a cut one is fetched again (here too when an index lies beside it) */
+        gm_status whole = {0};
+        if (snapshot_whole(h, dir, single, &whole)) {
+            if (h->offline)
+                return *st = whole, st->code;
+            if (download_file(h, repo, dir, single, st))
+                return st->code;
+        }
+        return fetch_tokenizer(h, repo, dir, st);
+    }
     if (shards_of(dir, &names, &n, st))
         return st->code;
     for (size_t i = 0; i < n && !st->code; i++) {

@@ -345,6 +345,9 @@ def brk(src, dst, mode):
         tensors["model.layers.1.self_attn.k_proj.qweight"] = (dtype, np.vstack([a, a[:1]]))
     elif mode == "unknown-method":
         cfg["quantization_config"]["quant_method"] = "bitsandbytes"
+    elif mode == "g-idx-out-of-range":  # a desc_act checkpoint whose g_idx names a group past the last
+        dtype, a = tensors["model.layers.0.self_attn.q_proj.g_idx"]
+        tensors["model.layers.0.self_attn.q_proj.g_idx"] = (dtype, a + 100)
     elif mode == "block-size-zero":
         cfg["quantization_config"]["weight_block_size"] = [0, 64]
     elif mode == "one-layer-plain":  # layer 1's q_proj kept in bf16, named in modules_to_not_convert (transformers loads it)

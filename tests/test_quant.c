@@ -289,20 +289,23 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
 /* The same checkpoints under sources generated for the right one: gate 1's loader, or gate 3, names what differs. */
 Test(quant, the_loader_and_gate_3_name_what_a_malformed_checkpoint_breaks, .timeout = 60)
 {
-    static const struct { const char *mode, *line; } cases[] = {
+    static const struct { const char *mode, *line, *src; } cases[] = {
         {"missing-scales", "gate 1 weights loadable    FAIL  %s: tensor 'model.layers.0.self_attn.q_proj.scales' is "
-                           "missing\n"},
+                           "missing\n", NULL},
+        {"g-idx-out-of-range", "gate 1 weights loadable    FAIL  %s/model.safetensors: tensor "
+                               "'model.layers.0.self_attn.q_proj.g_idx': input 0 is in group 10", "gptq_mistral"},
         {"off-by-one", "gate 1 weights loadable    FAIL  model.safetensors: tensor "
-                       "'model.layers.1.self_attn.k_proj.qweight' has shape [97, 12], expected [96, 12]\n"},
+                       "'model.layers.1.self_attn.k_proj.qweight' has shape [97, 12], expected [96, 12]\n", NULL},
         {"wrong-group", "gate 3 config consistent   FAIL  quant.group_size (quantization_config.group_size) is 32, "
-                        "config.json says 16\n"},
+                        "config.json says 16\n", NULL},
     };
     char *dir = tu_tmpdir();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[4400], cmd[16384], line[1024], *out = NULL, *err = NULL;
         snprintf(src, sizeof src, "%s/%s", dir, cases[i].mode);
-        broken("awq_llama3", src, cases[i].mode, NULL);
-        snprintf(cmd, sizeof cmd, "'%s' awq_llama3 --weights '%s' --tokens " TOKENS " --no-record", GM_PHASE0_QUANT, src);
+        const char *model = cases[i].src ? cases[i].src : "awq_llama3";
+        broken(model, src, cases[i].mode, NULL);
+        snprintf(cmd, sizeof cmd, "'%s' %s --weights '%s' --tokens " TOKENS " --no-record", GM_PHASE0_QUANT, model, src);
         cr_expect_eq(run(cmd, &out, &err), 1, "%s: %s%s", cases[i].mode, out, err);
         snprintf(line, sizeof line, cases[i].line, src);
         cr_expect(strstr(out, line), "%s:\n%s", cases[i].mode, out);

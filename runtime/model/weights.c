@@ -502,6 +502,8 @@ static void dequant_piece(void *ctx, int k)
                            : gm_dequant_rows(q, &it->qp, pc->r0, pc->r1, 0, it->cols, dst + pc->r0 * it->cols, err);
     if (rc == GM_ENOMEM) /* the rule's own failures name their tensor; this one, the projection */
         gm_fail(err, GM_ENOMEM, "tensor '%s': out of memory to dequantize it", it->name);
+    else if (rc == GM_EFORMAT && it->parts[GM_GPTQ_G_IDX - 1] && q->method == GM_QUANT_GPTQ)
+        gm_prefix(err, "%s", it->parts[GM_GPTQ_G_IDX - 1]->src.path); /* a g_idx out of range: its file too */
 }
 
 /*

@@ -35,10 +35,12 @@ int gm_diff_print(FILE *out, const char *label_a, const char *a, size_t la, cons
         return 0;
     const char *tmp = getenv("TMPDIR");
     char dir[PATH_MAX], pa[PATH_MAX + 8], pb[PATH_MAX + 8];
+    /* -1 on every failure, as the callers read it (a code would read as "differs", and the diff be lost unsaid) */
     if (snprintf(dir, sizeof dir, "%s/gen-model-diff-XXXXXX", tmp && *tmp ? tmp : "/tmp") >= (int)sizeof dir)
-        return gm_fail(st, GM_EIO, "TMPDIR: path too long");
+        return gm_fail(st, GM_EIO, "TMPDIR: path too long"), -1;
     if (!mkdtemp(dir))
-        return gm_fail(st, GM_EIO, "%s: cannot create a temporary folder: %s", dir, strerror(errno));
+        return gm_fail(st, GM_EIO, "%s: cannot create a temporary folder for the diff (TMPDIR): %s", dir,
+                       strerror(errno)), -1;
     int rc = 1;
     if (side(dir, "a", a, la, pa, sizeof pa, st) || side(dir, "b", b, lb, pb, sizeof pb, st)) {
         rc = -1;

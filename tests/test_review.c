@@ -44,6 +44,14 @@ static int gm(char **out, char **err, const char *fmt, ...)
     return tu_run(cmd, out, err);
 }
 
+/* The same with TMPDIR where no folder can be made. */
+static int gm_no_tmp(char **out, char **err, const char *args)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "TMPDIR=/nonexistent/tmp '%s' %s", GM_GEN_MODEL, args);
+    return tu_run(cmd, out, err);
+}
+
 /* The checked-in models/ as a scratch copy. */
 static void copy_models(void)
 {
@@ -166,6 +174,25 @@ Test(review, an_edited_template_fails_check_with_the_diff_and_regen_then_fixes_i
     free(err);
     free(before);
     free(after);
+}
+
+/* A diff that cannot be shown (no temporary folder) is an error that says so, not a change listed without its diff. */
+Test(review, a_diff_that_cannot_be_made_is_one_line_and_exit_4)
+{
+    char *out = NULL, *err = NULL;
+    copy_models();
+    edit_templates();
+    const char *const runs[] = {"regen --check --models '%s' --templates '%s'",
+                                "preview --templates '%2$s' '%1$s/qwen3_0_6b'"};
+    for (size_t i = 0; i < 2; i++) {
+        char args[9000];
+        snprintf(args, sizeof args, runs[i], models, tmpl);
+        const int rc = gm_no_tmp(&out, &err, args);
+        cr_expect_eq(rc, 4, "%s: exit %d\n%s%s", runs[i], rc, out, err);
+        cr_expect(strstr(out, "cannot create a temporary folder for the diff (TMPDIR)") ||
+                  strstr(err, "cannot create a temporary folder for the diff (TMPDIR)"), "%s:\n%s%s", runs[i], out, err);
+        free(out), free(err);
+    }
 }
 
 Test(review, regen_names_files_that_are_new_or_no_longer_generated)

@@ -357,8 +357,21 @@ int gm_regen_main(int argc, char **argv)
                 snprintf(buf, sizeof buf, "%.*s", (int)(slash - id), id);
                 id = buf;
             }
-            if ((slash = strrchr(id, '/')))
+            if ((slash = strrchr(id, '/'))) {
+                /* a path names its folder: one that is not under --models would be checked in --models' stead */
+                char parent[PATH_MAX], *in = NULL, *of = realpath(r.models, NULL);
+                snprintf(parent, sizeof parent, "%.*s", slash == id ? 1 : (int)(slash - id), id);
+                const int elsewhere = (in = realpath(parent, NULL)) && of && strcmp(in, of) != 0;
+                free(in);
+                free(of);
+                if (elsewhere) {
+                    fprintf(stderr, "gen-model: regen: %s: not under --models %s; give --models %s\n", argv[i],
+                            r.models, parent);
+                    strlist_free(&ids);
+                    return GM_EXIT_USAGE;
+                }
                 id = slash + 1;
+            }
             snprintf(path, sizeof path, "%s/%s/snapshot", r.models, id);
             if (!gm_model_id_valid(id) || !is_dir(path)) {
                 fprintf(stderr, "gen-model: regen: %s: expected the id of a model folder with a snapshot/ "

@@ -278,6 +278,8 @@ Test(review, regen_bad_input_is_one_line_and_the_other_models_go_on)
         {"regen --models '%s/nowhere'", "--models", "2"},
         {"regen --models '%s' --templates /nonexistent", "--templates: /nonexistent/", "2"},
         {"regen --models '%s' --bogus", "unknown option '--bogus'", "2"},
+        /* a path to a model folder elsewhere: not checked in --models' stead */
+        {"regen --check --models '%s' /tmp/qwen2_0_5b", "/tmp/qwen2_0_5b: not under --models ", "2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[8800];

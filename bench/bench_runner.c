@@ -106,7 +106,10 @@ static void make_model(const char *dir, const char *snap, const char *file)
         fprintf(stderr, "bench_runner: %s\n", st.msg);
         exit(1);
     }
-    snprintf(path, sizeof path, "%s/%s", dir, file);
+    /* written under a temporary name and renamed: an interrupted run leaves no half file for --keep to reuse */
+    char final[4096];
+    snprintf(final, sizeof final, "%s/%s", dir, file);
+    snprintf(path, sizeof path, "%s/%s.tmp", dir, file);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(head, 1, head_len, f) != head_len) {
         fprintf(stderr, "bench_runner: %s: %s\n", path, strerror(errno));
@@ -144,7 +147,10 @@ static void make_model(const char *dir, const char *snap, const char *file)
             done += k;
         }
     }
-    fclose(f);
+    if (fclose(f) != 0 || rename(path, final) != 0) {
+        fprintf(stderr, "bench_runner: %s: %s\n", final, strerror(errno));
+        exit(1);
+    }
     free(order);
     st_header_free(&h);
     free(head);
@@ -209,6 +215,11 @@ static double in_child(void (*fn)(const void *), const void *arg, double *second
     int status;
     struct rusage ru;
     wait4(pid, &status, 0, &ru);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || *seconds < 0) { /* no figure from a failed run */
+        fprintf(stderr, "bench_runner: the measured child failed (%s %d); no figure is printed for it\n",
+                WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        exit(1);
+    }
     return (double)ru.ru_maxrss * 1024.0;
 }
 
@@ -248,18 +259,40 @@ static const char *form_text(char *buf, size_t size, gm_wform f)
 /* The temporary model (and the AWQ one beside it), unless it was asked to be kept. */
 static void remove_model(const char *keep, const char *dir, char *path)
 {
+    static const char *const files[] = {"model.safetensors", "model.safetensors.tmp", "config.json",
+                                        "awq/model.safetensors", "awq/model.safetensors.tmp", "awq/config.json"};
     if (keep)
         return;
-    unlink(path);
-    snprintf(path, 4200, "%s/config.json", dir);
-    unlink(path);
-    snprintf(path, 4200, "%s/awq/model.safetensors", dir);
-    unlink(path);
-    snprintf(path, 4200, "%s/awq/config.json", dir);
-    unlink(path);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, 4200, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
     snprintf(path, 4200, "%s/awq", dir);
     rmdir(path);
     rmdir(dir);
+}
+
+/*
+** The temporary model's folder (none with --keep) and the process that made
+** it: removed however the run ends, an error's exit or Ctrl-C (SIGINT,
+** SIGTERM, SIGHUP; the signal then ends the process as it would have), not
+** only at the end of a whole run. A 3 GB model was left in TMPDIR.
+*/
+static char made_dir[4096];
+static pid_t made_by;
+
+static void remove_made(void)
+{
+    char path[4200];
+    if (made_dir[0] && getpid() == made_by)
+        remove_model(NULL, made_dir, path);
+}
+
+static void on_stop(int sig)
+{
+    remove_made();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 
@@ -432,12 +465,30 @@ static int parse_list(const char *s, int *v, int max)
     return n;
 }
 
+/* The usage line: on stdout and exit 0 when asked for (--help), else on stderr and exit 2. */
+static void usage_to(FILE *f, int code)
+{
+    fprintf(f, "usage: bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..] [--steps N]\n"
+               "                    [--tiers] [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH] "
+               "[--quant awq]\n"
+               "bench/README.md says what each figure is and how it is measured.\n");
+    exit(code);
+}
+
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: bench_runner [--keep DIR] [--only load|run] [--tokens N,N,..] [--reps R,R,..] [--steps N]\n"
-            "                    [--tiers] [--quick] [--no-torch] [--torch-budget SECONDS] [--python PATH] [--quant awq]\n");
-    exit(2);
+    usage_to(stderr, 2);
+}
+
+/* A positive whole number no larger than max, or the usage line: "abc" or "0" is no count to run with. */
+static int count_arg(const char *s, int max)
+{
+    char *end;
+    errno = 0;
+    const long x = strtol(s, &end, 10);
+    if (end == s || *end || errno || x < 1 || x > max)
+        usage();
+    return (int)x;
 }
 
 int main(int argc, char **argv)
@@ -460,7 +511,7 @@ int main(int argc, char **argv)
             if (!(n_reps = parse_list(argv[++i], reps, MAX_LENS)))
                 usage();
         } else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = atoi(argv[++i]);
+            steps = count_arg(argv[++i], MAX_STEPS);
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keep = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -470,11 +521,13 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--tiers"))
             all_tiers = 1;
         else if (!strcmp(argv[i], "--torch-budget") && i + 1 < argc)
-            budget = atof(argv[++i]);
+            budget = count_arg(argv[++i], 86400);
         else if (!strcmp(argv[i], "--python") && i + 1 < argc)
             python = argv[++i];
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc && !strcmp(argv[i + 1], "awq"))
             quant = 1, i++;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            usage_to(stdout, 0);
         else
             usage();
     }
@@ -517,6 +570,12 @@ int main(int argc, char **argv)
             perror("mkdtemp");
             return 1;
         }
+        snprintf(made_dir, sizeof made_dir, "%s", dir);
+        made_by = getpid();
+        atexit(remove_made);
+        signal(SIGINT, on_stop);
+        signal(SIGTERM, on_stop);
+        signal(SIGHUP, on_stop);
     }
     char path[4200], model_dir[4200], awq_path[4300];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

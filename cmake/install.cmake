@@ -6,7 +6,7 @@
 #     its soname follows GM_RUNTIME_ABI, the contract between the runtime and generated code) and libgenmodel.a
 #     (all of it, static)
 #   include/gm/*.h
-#   lib/pkgconfig/genmodel.pc
+#   lib/pkgconfig/genmodel.pc, genmodel-phase0.pc (phase0 for a project's models with any compiler)
 #   lib/cmake/GenModel/: GenModelConfig.cmake, its version file, the exported targets
 #     (GenModel::runtime, GenModel::runtime_shared, GenModel::gm_core, ...) and
 #     gm_model_library() and gm_phase0_program() from cmake/models.cmake
@@ -74,7 +74,9 @@ install(FILES ${CMAKE_BINARY_DIR}/GenModelConfig.cmake ${CMAKE_BINARY_DIR}/GenMo
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 
 configure_file(${CMAKE_SOURCE_DIR}/cmake/genmodel.pc.in ${CMAKE_BINARY_DIR}/genmodel.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/genmodel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/genmodel-phase0.pc.in ${CMAKE_BINARY_DIR}/genmodel-phase0.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/genmodel.pc ${CMAKE_BINARY_DIR}/genmodel-phase0.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # man pages from the programs' --help: one text, so the two cannot drift
 foreach(prog gen-model phase0)

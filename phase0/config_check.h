@@ -12,6 +12,10 @@
 #include "gm/registry.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Is dir a folder of mlir-air's Q4NX bundle: model.q4nx, and neither model.safetensors nor an index? */
 int p0_is_q4nx_bundle(const char *dir);
 
@@ -33,5 +37,9 @@ int p0_config_check(const gm_model_entry *e, const char *dir, char *diff, size_t
 ** prog says so on stderr, once. Returns whether it did.
 */
 int p0_note_positions(const char *prog, const gm_config *c, int positions);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,7 +8,15 @@
 ** A short report (or --json), dumps for numpy (--dump), and the verdict
 ** recorded in models/<id>/docs/development_progress/progress.md and TODO.md.
 ** `phase0 capture` and `phase0 verify` are in verify/.
+**
+** A project builds this file for its own models (gm_phase0_program, or cc
+** with pkg-config's genmodel-phase0), under whatever C standard it sets: so
+** it asks for what it uses of POSIX (clock_gettime, setenv) itself, and
+** compiles under -Wshadow.
 */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,6 +59,10 @@ extern const gm_model_entry *const GM_PHASE0_MODELS[]; /* the registry this prog
 
 #ifndef GM_PHASE0_MODELS_DIR
 #define GM_PHASE0_MODELS_DIR "models"
+#endif
+
+#ifndef GM_VERSION /* gm_phase0_program gives the installed version; a plain cc build may not */
+#define GM_VERSION "(unversioned build)"
 #endif
 
 enum { EXIT_PASS = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_IO = 4 };
@@ -358,7 +370,8 @@ static long nonfinite_weights(const rt_model *m, char *name, size_t size)
     }
     for (int l = 0; l < c->n_layers; l++)
         for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++) {
-            const gm_bf16 *w = *(const gm_bf16 *const *)((const char *)&m->layers[l] + per_layer[i].off);
+            const gm_bf16 *w; /* the field at its offset, copied out (no cast that would ask more alignment) */
+            memcpy(&w, (const char *)&m->layers[l] + per_layer[i].off, sizeof w);
             COUNT(w, per_layer[i].n);
             if (bad) {
                 snprintf(name, size, "layers[%d].%s", l, per_layer[i].field);
@@ -590,7 +603,7 @@ static cJSON *report_json(const run *r)
     cJSON *toks = cJSON_AddArrayToObject(j, "tokens");
     for (int i = 0; r->tokens && i < r->n_tokens; i++)
         cJSON_AddItemToArray(toks, cJSON_CreateNumber(r->tokens[i]));
-    cJSON *gates = cJSON_AddArrayToObject(j, "gates");
+    cJSON *ran = cJSON_AddArrayToObject(j, "gates");
     for (int i = 0; i < N_GATES; i++) {
         cJSON *g = cJSON_CreateObject();
         cJSON_AddNumberToObject(g, "gate", i + 1);
@@ -601,7 +614,7 @@ static cJSON *report_json(const run *r)
             cJSON_AddStringToObject(g, "likely_cause", r->g[i].cause);
             cJSON_AddStringToObject(g, "where_to_look", r->g[i].where);
         }
-        cJSON_AddItemToArray(gates, g);
+        cJSON_AddItemToArray(ran, g);
     }
     if (r->have_top5) {
         cJSON *top = cJSON_AddArrayToObject(j, "top5");

@@ -16,6 +16,10 @@
 
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct p0_prompt {
     char *text;   /* the stripped line, NUL-terminated */
     int line;     /* its line number, from 1, counted as str.splitlines() counts */
@@ -36,5 +40,9 @@ void p0_prompts_free(p0_prompts *ps);
 
 /* An instruct (chat-tuned) checkpoint, by its repo id (Instruct, -it, Chat): its canonical prompts are instruct's. */
 int p0_is_instruct(const char *repo);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Put `entry` (Markdown, several lines) as the Phase 0 block of progress.md in model_dir. */
 int p0_record_progress(const char *model_dir, const char *entry, gm_status *st);
 
@@ -34,5 +38,9 @@ const char *p0_shown(const char *s, char *out, size_t size);
 ** than any in s. Returns out.
 */
 const char *p0_md(const char *s, int code, char *out, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

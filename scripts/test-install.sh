@@ -23,6 +23,7 @@ step() { printf '== %s\n' "$*"; }
 step "cmake --install into $prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/gen-model bin/phase0 lib/libgenmodel.so lib/libgm_core.a lib/pkgconfig/genmodel.pc \
+         lib/pkgconfig/genmodel-phase0.pc share/gen-model/phase0.c \
          lib/cmake/GenModel/GenModelConfig.cmake lib/cmake/GenModel/GenModelConfigVersion.cmake \
          include/gm/runner.h share/man/man1/gen-model.1 share/man/man1/phase0.1 \
          share/bash-completion/completions/gen-model share/bash-completion/completions/phase0; do
@@ -37,6 +38,11 @@ for sym in $(nm -D --defined-only "$prefix/lib/libgenmodel.so" | awk '$2 ~ /[TDR
     { echo "test-install: libgenmodel.so exports $sym, which no public header names (cmake/genmodel.map)" >&2; exit 1; }
 done
 "$prefix/bin/gen-model" --version
+# the installed phase0 records into models/ where it runs, never into the tree it was built from
+"$prefix/bin/phase0" --help | grep -q -- '(default: models)$' ||
+  { echo "test-install: the installed phase0's default --models is not models/ where it runs" >&2; exit 1; }
+strings "$prefix/bin/phase0" | grep -qF "$PWD/models" &&
+  { echo "test-install: the installed phase0 holds the build tree's path $PWD/models" >&2; exit 1; }
 for prog in gen-model phase0; do # the man page is the --help text
   first=$("$prefix/bin/$prog" --help | head -1 | sed 's/[][\\.*^$]/\\&/g')
   grep -q "^$first" "$prefix/share/man/man1/$prog.1" ||
@@ -65,11 +71,11 @@ m=$work/port/models/$id
 printf '#include <stddef.h>\n#include "gm/registry.h"\nextern const gm_model_entry %s_model_entry;\nconst gm_model_entry *const port_models[] = {&%s_model_entry, NULL};\n' \
   $id $id > "$work/table.c"
 # shellcheck disable=SC2046
-cc -std=c11 -D_GNU_SOURCE -DGM_VERSION='"downstream"' -DGM_PHASE0_MODELS=port_models \
-   -DGM_PHASE0_MODELS_DIR="\"$work/port/models\"" $(pkg-config --cflags genmodel libcjson) \
-   -I"$prefix/include/gen-model" "$prefix/share/gen-model/phase0.c" "$m/${id}_weights.c" "$m/${id}_cpu_helpers.c" \
-   "$m/${id}_registry.c" "$work/table.c" -o "$work/phase0-cc" \
-   -L"$prefix/lib" -lgm_phase0 $(pkg-config --libs genmodel libcjson)
+# as the README gives it: ISO C without extensions, and only what genmodel-phase0.pc says
+cc -std=c11 -Wall -Wextra -Werror -DGM_PHASE0_MODELS=port_models -DGM_PHASE0_MODELS_DIR="\"$work/port/models\"" \
+   $(pkg-config --cflags genmodel-phase0) "$(pkg-config --variable=phase0_source genmodel-phase0)" \
+   "$m/${id}_weights.c" "$m/${id}_cpu_helpers.c" "$m/${id}_registry.c" "$work/table.c" -o "$work/phase0-cc" \
+   $(pkg-config --libs genmodel-phase0)
 LD_LIBRARY_PATH=$prefix/lib "$work/phase0-cc" $id --weights "$golden" --tokens "$tokens" --no-record | tail -1
 LD_LIBRARY_PATH=$prefix/lib ldd "$work/phase0-cc" > "$work/ldd.txt"
 grep -q "libgenmodel.so.$abi => $prefix/lib/" "$work/ldd.txt" ||

@@ -24,6 +24,10 @@
 #include "gm/runner.h"
 #include "gm/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
     VF_GATE_N_TOKENS = 32, /* greedy steps the gate walks */
     VF_GATE_K = 5,         /* the top-k of the token-set gate */
@@ -192,5 +196,9 @@ int vf_capture_main(int argc, char **argv, const struct gm_model_entry *const *m
                     const char *(*canonical)(const char *which));
 int vf_verify_main(int argc, char **argv, const struct gm_model_entry *const *models,
                    const char *(*canonical)(const char *which));
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -61,6 +61,16 @@ for want in "phase0 qw=qwen2_1_5b" "phase0 ca=capture" "phase0 capture --max=--m
   got=$(complete_words $words)
   grep -qx -- "$expect" <<<"$got" || { echo "test-install: completing '$words' gave '$got', not $expect" >&2; exit 1; }
 done
+for want in "phase0 capture qwen2_1_5b --prompt-style b=base" "phase0 verify --model ll=llama_3_2_1b" \
+            "gen-model download --re=--revision" "gen-model tokenize --dec=--decode"; do
+  words=${want%%=*} expect=${want#*=}
+  # shellcheck disable=SC2086
+  got=$(complete_words $words)
+  grep -qx -- "$expect" <<<"$got" || { echo "test-install: completing '$words' gave '$got', not $expect" >&2; exit 1; }
+done
+# a subcommand's options are its own: download takes none of the scaffold's
+got=$(complete_words gen-model download --)
+! grep -qx -- "--out" <<<"$got" || { echo "test-install: gen-model download -- offers the scaffold's --out" >&2; exit 1; }
 
 step "the installed gen-model scaffolds $id; find_package(GenModel): a model library and a phase0"
 port "$prefix/bin/gen-model" "$golden" $id "$work" "$prefix"

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "gm/cli.h"
 #include "gm/kernels.h"
 #include "gm/pool.h"
 
@@ -97,14 +98,15 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tiers"))
             all = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc && (reps = (int)gm_cli_count(argv[i + 1], 1, MAX_REPS)) > 0)
+            i++;
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_place [--tiers] [--reps N] [--dir DIR]\n"
-                            "  a product reading W from a file's mapping against the same bytes in huge pages\n");
-            return !strcmp(argv[i], "--help") ? 0 : 2;
+            const int help = !strcmp(argv[i], "--help"); /* asked for: stdout, exit 0 */
+            fprintf(help ? stdout : stderr, "usage: bench_place [--tiers] [--reps N (1 to %d)] [--dir DIR]\n"
+                    "  a product reading W from a file's mapping against the same bytes in huge pages\n", MAX_REPS);
+            return help ? 0 : 2;
         }
     }
     reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;

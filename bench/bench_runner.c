@@ -46,6 +46,7 @@
 #include <signal.h>
 #include <stdarg.h>
 
+#include "gm/cli.h"
 #include "gm/cpu.h"
 #include "gm/io.h"
 #include "gm/kernels.h"
@@ -483,10 +484,8 @@ static void usage(void)
 /* A positive whole number no larger than max, or the usage line: "abc" or "0" is no count to run with. */
 static int count_arg(const char *s, int max)
 {
-    char *end;
-    errno = 0;
-    const long x = strtol(s, &end, 10);
-    if (end == s || *end || errno || x < 1 || x > max)
+    const long x = gm_cli_count(s, 1, max);
+    if (x < 0)
         usage();
     return (int)x;
 }

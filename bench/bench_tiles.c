@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "gm/cli.h"
 #include "gm/cpu.h"
 #include "peaks.h"
 
@@ -96,13 +97,14 @@ int main(int argc, char **argv)
     int K = 1536, reps = 7;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--k") && i + 1 < argc)
-            K = atoi(argv[++i]);
+            K = (int)gm_cli_count(argv[++i], 1, 1 << 20); /* -1 for "abc": refused below */
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+            reps = (int)gm_cli_count(argv[++i], 1, 1 << 20);
         else {
-            fprintf(stderr, "usage: bench_tiles [--k K] [--reps N]   (K a multiple of 32, 256 to 65536; N 1 to %d)\n",
-                    MAX_REPS);
-            return 2;
+            const int help = !strcmp(argv[i], "--help"); /* asked for: stdout, exit 0 */
+            fprintf(help ? stdout : stderr,
+                    "usage: bench_tiles [--k K] [--reps N]   (K a multiple of 32, 256 to 65536; N 1 to %d)\n", MAX_REPS);
+            return help ? 0 : 2;
         }
     }
     if (K < 256 || K > 65536 || K % 32 || reps < 1 || reps > MAX_REPS) {

@@ -92,6 +92,12 @@ int main(int argc, char **argv)
     char text_path[] = "/tmp/bench_tokenizer_XXXXXX";
     int rc = 0;
 
+    if (argc > 1 && (!strcmp(argv[1], "--help") || argv[1][0] == '-')) {
+        const int help = !strcmp(argv[1], "--help");
+        fprintf(help ? stdout : stderr, "usage: bench_tokenizer [NAME...]   (NAME a folder of ../shared/tokenizers: "
+                "qwen3 qwen2_5 llama3 ...; default all six)\n");
+        return help ? 0 : 2;
+    }
     if (argc > 1) {
         names = (const char *const *)argv + 1;
         n_names = argc - 1;

@@ -29,4 +29,11 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
 */
 int gm_model_file_ours(const char *path, const char *rel);
 
+/*
+** The refusal of a path gen-model writes that holds something of the
+** user's (not gm_model_file_ours): one line naming it and what it is, st's
+** code. regen and regen --check, scaffolding again, all say the same.
+*/
+int gm_model_file_refuse(const char *path, const char *rel, gm_status *st);
+
 #endif

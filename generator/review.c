@@ -224,6 +224,10 @@ static int compare(regen_run *r, const char *folder, const char *rel, const char
         return st->code;
     }
     int differs = 0;
+    if (exists && !old && text && !gm_model_file_ours(path, rel)) { /* the user's: regen refuses it, so does --check */
+        free(old);
+        return gm_model_file_refuse(path, rel, st);
+    }
     if (exists && !old) { /* a folder, a link or another special file where text belongs: the swap replaces it */
         differs = 1;
         if (r->check)

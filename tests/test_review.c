@@ -195,6 +195,23 @@ Test(review, a_diff_that_cannot_be_made_is_one_line_and_exit_4)
     }
 }
 
+/* A generated file replaced by a link (to a copy of itself): the user's, to regen and to regen --check alike. */
+Test(review, a_link_where_a_generated_file_belongs_is_refused_by_regen_and_check_alike)
+{
+    char *out = NULL, *err = NULL, cmd[9000];
+    copy_models();
+    snprintf(cmd, sizeof cmd, "cd '%s/qwen3_0_6b' && cp qwen3_0_6b_cpu_helpers.h ../helpers.h && rm qwen3_0_6b_cpu_helpers.h "
+             "&& ln -s ../helpers.h qwen3_0_6b_cpu_helpers.h", models);
+    cr_assert_eq(system(cmd), 0);
+    for (int check = 1; check >= 0; check--) {
+        const int rc = gm(&out, &err, "regen %s--models '%s' qwen3_0_6b", check ? "--check " : "", models);
+        cr_expect_eq(rc, 2, "check %d: exit %d\n%s%s", check, rc, out, err);
+        cr_expect(strstr(err, "qwen3_0_6b_cpu_helpers.h: yours (a symbolic link, not a file gen-model wrote), and "
+                              "gen-model now writes qwen3_0_6b_cpu_helpers.h there"), "check %d: %s%s", check, out, err);
+        free(out), free(err);
+    }
+}
+
 Test(review, regen_names_files_that_are_new_or_no_longer_generated)
 {
     char *out = NULL, *err = NULL, path[4400];

@@ -294,6 +294,15 @@ int gm_write_model(const char *out_dir, const gm_gen_result *r,
         return st->code;
     if (snprintf(final, sizeof final, "%s/%s", out_dir, r->id) >= (int)sizeof final)
         return gm_fail(st, GM_EIO, "%s/%s: path too long", out_dir, r->id);
+    struct stat lsb;
+    char target[PATH_MAX];
+    ssize_t tn;
+    if (lstat(final, &lsb) == 0 && S_ISLNK(lsb.st_mode)) { /* the swap would replace the link, not what it points to */
+        tn = readlink(final, target, sizeof target - 1);
+        target[tn > 0 ? tn : 0] = '\0';
+        return gm_fail(st, GM_EUSAGE, "%s: a symbolic link (to %s); the model folder is swapped whole, so it must be a "
+                       "folder: give --out (or regen's --models) the folder the link points into", final, target);
+    }
     const int lock = gm_lock_folder(final, st);
     if (lock < 0)
         return st->code;

@@ -409,8 +409,9 @@ int gm_regen_main(int argc, char **argv)
         if (regen_one(&r, ids.v[i], &one)) {
             /* named by the model folder, unless the message starts with a path in it already */
             char folder[4096];
-            const int n = snprintf(folder, sizeof folder, "%s/%s/", r.models, ids.v[i]);
-            if (n > 0 && (size_t)n < sizeof folder && !strncmp(one.msg, folder, (size_t)n))
+            const int n = snprintf(folder, sizeof folder, "%s/%s", r.models, ids.v[i]);
+            if (n > 0 && (size_t)n < sizeof folder && !strncmp(one.msg, folder, (size_t)n) &&
+                (one.msg[n] == '/' || one.msg[n] == ':'))
                 fprintf(stderr, "gen-model: %s\n", one.msg);
             else
                 fprintf(stderr, "gen-model: %s/%s: %s\n", r.models, ids.v[i], one.msg);

@@ -212,6 +212,24 @@ Test(review, a_link_where_a_generated_file_belongs_is_refused_by_regen_and_check
     }
 }
 
+/* A model folder that is a link: refused (the swap would replace the link and leave what it points to stale). */
+Test(review, a_model_folder_that_is_a_link_is_refused_and_left_as_it_is)
+{
+    char *out = NULL, *err = NULL, cmd[9000];
+    copy_models();
+    snprintf(cmd, sizeof cmd, "cd '%s' && mv qwen3_0_6b ../store_qwen3 && ln -s ../store_qwen3 qwen3_0_6b && "
+             "echo '// hand' >> ../store_qwen3/qwen3_0_6b_weights.c", models);
+    cr_assert_eq(system(cmd), 0);
+    const int rc = gm(&out, &err, "regen --models '%s' qwen3_0_6b", models);
+    cr_expect_eq(rc, 2, "exit %d\n%s%s", rc, out, err);
+    cr_expect(strstr(err, "/qwen3_0_6b: a symbolic link (to ../store_qwen3); the model folder is swapped whole") &&
+              tu_lines(err) == 1, "%s", err);
+    snprintf(cmd, sizeof cmd, "test -L '%s/qwen3_0_6b' && tail -1 '%s/qwen3_0_6b/qwen3_0_6b_weights.c' | grep -qx '// hand'",
+             models, models);
+    cr_expect_eq(system(cmd), 0, "the link or what it points to changed");
+    free(out), free(err);
+}
+
 Test(review, regen_names_files_that_are_new_or_no_longer_generated)
 {
     char *out = NULL, *err = NULL, path[4400];

@@ -176,6 +176,23 @@ static int env_path(const char *var, const char *v, char *out, size_t size, gm_s
     return 0;
 }
 
+/*
+** A place huggingface_hub reads from the environment: $var, else the older
+** $legacy (NULL: none), else home/sub; expanded as py_path does, with an
+** error naming the variable the path came from.
+*/
+static int env_place(const char *var, const char *legacy, const char *home, const char *sub, char *out, size_t size,
+                     gm_status *st)
+{
+    char raw[PATH_MAX];
+    const char *from = env(var) ? var : legacy && env(legacy) ? legacy : "HF_HOME";
+    const int cut = strcmp(from, "HF_HOME") != 0 ? pathf(raw, sizeof raw, "%s", env(from))
+                                                 : pathf(raw, sizeof raw, "%s/%s", home, sub);
+    if (cut)
+        return gm_fail(st, GM_EUSAGE, "%s: too long a path", from);
+    return env_path(from, raw, out, size, st);
+}
+
 /* $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface; ~ and $VAR expanded as huggingface_hub does. */
 static int hf_home(char *home, size_t size, gm_status *st)
 {
@@ -213,17 +230,11 @@ static void flat_repo(const char *repo, char *out, size_t size)
 */
 static int assets_root(const char *home, char *out, size_t size, gm_status *st)
 {
-    char raw[PATH_MAX], assets[PATH_MAX];
-    const char *var = env("HF_ASSETS_CACHE") ? "HF_ASSETS_CACHE" : "HUGGINGFACE_ASSETS_CACHE";
-    if (env(var))
-        pathf(raw, sizeof raw, "%s", env(var));
-    else
-        pathf(raw, sizeof raw, "%s/assets", home);
-    if (!env(var))
-        var = "HF_HOME"; /* the path came from it */
-    if (env_path(var, raw, assets, sizeof assets, st))
+    char assets[PATH_MAX];
+    if (env_place("HF_ASSETS_CACHE", "HUGGINGFACE_ASSETS_CACHE", home, "assets", assets, sizeof assets, st))
         return st->code;
-    return pathf(out, size, "%s/gen-model", assets) ? gm_fail(st, GM_EUSAGE, "%s: too long a path", var) : 0;
+    return pathf(out, size, "%s/gen-model", assets) ? gm_fail(st, GM_EUSAGE, "%s/gen-model: too long a path", assets)
+                                                    : 0;
 }
 
 static void heads_of(const char *assets, const char *repo, const char *commit, char *out, size_t size)
@@ -254,14 +265,8 @@ int gm_hub_init(gm_hub *h, gm_status *st)
     char home[PATH_MAX];
     if (hf_home(home, sizeof home, st))
         return st->code;
-    /* as huggingface_hub: HF_HUB_CACHE, else the older HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub; then expanded */
-    char raw[PATH_MAX];
-    const char *cache_var = env("HF_HUB_CACHE") ? "HF_HUB_CACHE" : "HUGGINGFACE_HUB_CACHE";
-    if (env(cache_var))
-        pathf(raw, sizeof raw, "%s", env(cache_var));
-    else
-        pathf(raw, sizeof raw, "%s/hub", home);
-    if (env_path(cache_var, raw, h->cache, sizeof h->cache, st) || assets_root(home, h->assets, sizeof h->assets, st))
+    if (env_place("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", home, "hub", h->cache, sizeof h->cache, st) ||
+        assets_root(home, h->assets, sizeof h->assets, st))
         return st->code;
 
     /* as huggingface_hub's get_token: the first variable set, cleaned; when that leaves nothing, the file */
@@ -270,11 +275,7 @@ int gm_hub_init(gm_hub *h, gm_status *st)
         h->token_source = var;
     } else {
         static char path[PATH_MAX];
-        char raw_token[PATH_MAX]; /* as huggingface_hub: HF_TOKEN_PATH, else $HF_HOME/token, then expanded */
-        if (env("HF_TOKEN_PATH") ? pathf(raw_token, sizeof raw_token, "%s", env("HF_TOKEN_PATH"))
-                                 : pathf(raw_token, sizeof raw_token, "%s/token", home))
-            return gm_fail(st, GM_EUSAGE, "%s: too long a path", env("HF_TOKEN_PATH") ? "HF_TOKEN_PATH" : "HF_HOME");
-        if (env_path(env("HF_TOKEN_PATH") ? "HF_TOKEN_PATH" : "HF_HOME", raw_token, path, sizeof path, st))
+        if (env_place("HF_TOKEN_PATH", NULL, home, "token", path, sizeof path, st))
             return st->code;
         h->token = read_token_file(path);
         h->token_source = path;
@@ -1010,8 +1011,6 @@ static int blob_header_ok(const char *blob, const char *dir, const char *file, g
     return st->code;
 }
 
-static int hash_prefix(int fd, EVP_MD_CTX *sha, uint64_t *have);
-
 /* The sha256 of what sha has hashed so far, in hex (sha itself left as it is). */
 static void sha_hex_so_far(const EVP_MD_CTX *sha, char out[65])
 {
@@ -1163,16 +1162,16 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             gm_xfer_free(&x);
             goto out;
         }
-        unsigned long long whole = 0;
-        if (!rc && x.result == CURLE_OK && x.status == 416 && sscanf(x.content_range, "bytes */%llu", &whole) == 1 &&
-            whole == have && have != size) {
+        unsigned long long whole = 0; /* a 416's Content-Range: where the server's file ends */
+        const int ends = !rc && x.result == CURLE_OK && x.status == 416 &&
+                         sscanf(x.content_range, "bytes */%llu", &whole) == 1;
+        if (ends && whole == have && have != size) {
             /* the file ends where the partial one does, before X-Linked-Size: complete, if its sha256 is the name */
             gm_xfer_free(&x);
             expect = have;
             break;
         }
-        if (!rc && x.result == CURLE_OK && x.status == 416 && sscanf(x.content_range, "bytes */%llu", &whole) == 1 &&
-            whole != size) { /* the file ends before X-Linked-Size says: no retry mends it, nor is the part kept */
+        if (ends && whole != size) { /* it ends before X-Linked-Size says: no retry mends it, nor is the part kept */
             gm_fail(st, GM_ENET, "GET %s: the server's file has %llu bytes, X-Linked-Size says %llu (the Hub and its "
                     "storage disagree); nothing cached, the partial file removed", gm_url_for_message(url, u, sizeof u),
                     whole, (unsigned long long)size);
@@ -1212,12 +1211,8 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
     }
     end_bar(&bar);
-    unsigned char md[32];
-    unsigned int mdlen = 0;
     char got[65];
-    EVP_DigestFinal_ex(sha, md, &mdlen);
-    for (int i = 0; i < 32; i++)
-        snprintf(got + 2 * i, 3, "%02x", md[i]);
+    sha_hex_so_far(sha, got);
     if (strcmp(got, etag) != 0) {
         unlink(part);
         gm_fail(st, GM_ENET, "%s: sha256 %s does not match the Hub's X-Linked-Etag %s; the partial file was "

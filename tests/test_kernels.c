@@ -442,8 +442,11 @@ static const float exp_edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 0
                                   88.0f, -88.0f, 0x1.8p-2f, 3.4657359f};
 enum { EXP_EDGES = sizeof exp_edges / sizeof exp_edges[0] };
 
-/* The element-wise steps of the current tier, into r[0..5): the last two gm_exp_sum's, of g and of u, with their sums. */
-static void element_wise(float r[5][1007], float sums[2], const float *x, const float *y, const gm_bf16 *w,
+/*
+** The element-wise steps of the current tier, into r[0..6): r[3] and r[4] gm_exp_sum's, of g and of u, with their
+** sums; r[5] RoPE's pairs, x's first n / 2 values against its next n / 2, g and u as cos and sin.
+*/
+static void element_wise(float r[6][1007], float sums[2], const float *x, const float *y, const gm_bf16 *w,
                          const float *g, const float *u, int n, int round)
 {
     memcpy(r[0], x, sizeof(float) * n);
@@ -454,7 +457,12 @@ static void element_wise(float r[5][1007], float sums[2], const float *x, const 
     sums[0] = gm_exp_sum(r[3], g, n, 0.0f);
     memcpy(r[4], u, sizeof(float) * n); /* in place, as the runner calls it */
     sums[1] = gm_exp_sum(r[4], r[4], n, 3.5f);
+    memcpy(r[5], x, sizeof(float) * n);
+    gm_rope(r[5], g, u, n / 2, round);
 }
+
+/* r() of the element-wise steps: bf16 in bf16 mode, as the scalar code rounds */
+static float maybe_bf16(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
 
 Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
 {
@@ -471,13 +479,13 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
     for (int i = 0; i < 300; i++) /* the whole range of exp, and beyond */
         g[200 + i] = 230.0f * rnd();
     for (int round = 0; round < 2; round++) {
-        static float ref[5][N], r[5][N];
+        static float ref[6][N], r[6][N];
         float ref_sums[2], sums[2];
         gm_kernels_select("portable");
         element_wise(ref, ref_sums, x, y, w, g, u, N, round);
         EACH_TIER(t) {
             element_wise(r, sums, x, y, w, g, u, N, round);
-            for (int f = 0; f < 5; f++)
+            for (int f = 0; f < 6; f++)
                 cr_assert(memcmp(r[f], ref[f], sizeof r[f]) == 0, "step %d round=%d: %s and portable differ", f, round, t);
             /* g's holds NaNs of both signs, and which of two NaNs an addition passes on is the compiler's choice */
             cr_assert(isnan(sums[0]) && isnan(ref_sums[0]), "exp_sum of NaNs: %s %a, portable %a", t, sums[0], ref_sums[0]);
@@ -489,12 +497,20 @@ Test(kernels, element_wise_steps_give_the_same_bits_on_every_tier)
             const float want = round ? gm_bf16_to_f32(gm_f32_to_bf16(add)) : add;
             cr_assert(memcmp(&ref[0][i], &want, 4) == 0 || (isnan(want) && isnan(ref[0][i])), "add [%d]", i);
         }
+        /* RoPE as HF's bf16 ops take it, x c + rotate_half(x) s with rotate_half(x) = (-x2, x1), each op rounded */
+        for (int i = 0; i < N / 2; i++) {
+            const float a = x[i], b = x[i + N / 2], c = g[i], sn = u[i];
+            const float want[2] = {maybe_bf16(maybe_bf16(a * c, round) + maybe_bf16(-b * sn, round), round),
+                                   maybe_bf16(maybe_bf16(b * c, round) + maybe_bf16(a * sn, round), round)};
+            for (int k = 0; k < 2; k++) {
+                const float got = ref[5][i + k * (N / 2)];
+                cr_assert(memcmp(&got, &want[k], 4) == 0 || (isnan(want[k]) && isnan(got)), "rope [%d] round=%d: %a, want %a",
+                          i + k * (N / 2), round, got, want[k]);
+            }
+        }
     }
     done();
 }
-
-/* r() of the softmax's steps: bf16 in bf16 mode, as the scalar code rounds */
-static float maybe_bf16(float v, int round) { return round ? gm_bf16_to_f32(gm_f32_to_bf16(v)) : v; }
 
 Test(kernels, softmax_scale_max_and_div_round_are_the_scalar_steps_on_every_tier)
 {

@@ -286,6 +286,7 @@ const gm_tier gm_tier_avx2 = {
     .add_round = add_round_avx2,
     .norm_scale = norm_scale_avx2,
     .swiglu = swiglu_avx2,
+    .rope = rope_avx2,
     .transpose = transpose_avx2,
     .panels = panels_avx2,
     .convert = convert_avx2,

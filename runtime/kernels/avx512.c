@@ -105,6 +105,7 @@ const gm_tier TIER(gm_tier) = {
     .add_round = TIER(add_round),
     .norm_scale = TIER(norm_scale),
     .swiglu = TIER(swiglu),
+    .rope = TIER(rope),
     .attn_scores = TIER(attn_scores),
     .attn_values = TIER(attn_values),
     .exp_sum = TIER(exp_sum),

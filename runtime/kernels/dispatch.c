@@ -48,7 +48,8 @@ static void inherit(gm_tier *k, const gm_tier *from)
     FROM_BASE(band), FROM_BASE(panel_unit), FROM_BASE(gemv), FROM_BASE(gemv_panels);
     FROM_BASE(dot), FROM_BASE(dot_rows);
     FROM_BASE(nk_packed), FROM_BASE(nk_pack), FROM_BASE(nk_block);
-    FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(transpose);
+    FROM_BASE(finish), FROM_BASE(add_round), FROM_BASE(norm_scale), FROM_BASE(swiglu), FROM_BASE(rope);
+    FROM_BASE(transpose);
     FROM_BASE(panels), FROM_BASE(convert), FROM_BASE(dequant4_row), FROM_BASE(dequant4_block);
     FROM_BASE(attn_scores), FROM_BASE(attn_values);
     FROM_BASE(exp_sum), FROM_BASE(scale_max), FROM_BASE(div_round);
@@ -539,6 +540,8 @@ void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n,
 }
 
 void gm_swiglu(float *g, const float *u, int n, int round) { tier()->swiglu(g, u, n, round); }
+
+void gm_rope(float *x, const float *c, const float *s, int h, int round) { tier()->rope(x, c, s, h, round); }
 
 /* ---------------------------------------------------------------------- */
 /* load time */

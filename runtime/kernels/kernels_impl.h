@@ -133,10 +133,11 @@ typedef struct gm_tier {
     /* y[0..n) += bias (may be NULL), then rounded to bf16 when round is set. */
     void (*finish)(float *y, const gm_bf16 *bias, int n, int round);
 
-    /* gm_add_round, gm_norm_scale and gm_swiglu (gm/kernels.h) */
+    /* gm_add_round, gm_norm_scale, gm_swiglu and gm_rope (gm/kernels.h) */
     void (*add_round)(float *x, const float *y, int n, int round);
     void (*norm_scale)(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);
     void (*swiglu)(float *g, const float *u, int n, int round);
+    void (*rope)(float *x, const float *c, const float *s, int h, int round);
 
     /* rows [0, n) of blk (n rows of cols bf16 values) into columns [r0, r0 + n) of dst (cols, rows) */
     void (*transpose)(gm_bf16 *dst, const gm_bf16 *blk, size_t n, size_t rows, size_t cols, size_t r0);

@@ -639,6 +639,7 @@ const gm_tier gm_tier_portable = {
     .add_round = add_round_portable,
     .norm_scale = norm_scale_portable,
     .swiglu = swiglu_portable,
+    .rope = rope_portable,
     .transpose = transpose_portable,
     .panels = gm_panels_portable,
     .convert = gm_convert_portable,

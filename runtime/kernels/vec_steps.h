@@ -1,6 +1,6 @@
 /*
 ** Internal: the element-wise steps (gm_tier's finish, add_round, norm_scale,
-** swiglu, exp_sum, scale_max and div_round) and the exp they use, written once in vf.h's
+** swiglu, rope, exp_sum, scale_max and div_round) and the exp they use, written once in vf.h's
 ** operations: included after vf.h, with TIER(x) naming the functions, by
 ** avx2.c (8 lanes), avx512.c and avx512_model.c (16) and portable.c (1: plain
 ** C). Every step is lane-wise IEEE arithmetic, each lane the same sequence of
@@ -114,6 +114,24 @@ static inline __attribute__((always_inline)) void swiglu_n(float *g, const float
 static void TIER(swiglu)(float *g, const float *u, int n, int round)
 {
     EACH_VECTOR(n, swiglu_n(g + i, u + i, m, round));
+}
+
+/*
+** RoPE's rotate-half pairs: x[i], x[i + h] = r(r(a c) - r(b s)), r(r(b c) + r(a s)), a = x[i], b = x[i + h],
+** c and s the position's cos and sin: HF's x c + rotate_half(x) s, each product and the sum rounded.
+*/
+static inline __attribute__((always_inline)) void rope_n(float *x, const float *c, const float *s, int h, int m,
+                                                          int round)
+{
+    const vf a = vf_load_n(x, m), b = vf_load_n(x + h, m), cv = vf_load_n(c, m), sv = vf_load_n(s, m);
+    vf_store_n(x, m, vf_round_if(vf_sub(vf_round_if(vf_mul(a, cv), round), vf_round_if(vf_mul(b, sv), round)), round));
+    vf_store_n(x + h, m,
+               vf_round_if(vf_add(vf_round_if(vf_mul(b, cv), round), vf_round_if(vf_mul(a, sv), round)), round));
+}
+
+static void TIER(rope)(float *x, const float *c, const float *s, int h, int round)
+{
+    EACH_VECTOR(h, rope_n(x + i, c + i, s + i, h, m, round));
 }
 
 #define SUM_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)

@@ -43,24 +43,26 @@ static inline float bf(const rt_session *s, float v)
 */
 static void rms_norm(const rt_session *s, float *y, const float *x, const gm_bf16 *w, int n)
 {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
+    /* the squares summed in double: value i into sum i % 4, two at a time (one chain had waited on each add) */
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, tail = 0.0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += (double)x[i] * x[i], s1 += (double)x[i + 1] * x[i + 1];
+        s2 += (double)x[i + 2] * x[i + 2], s3 += (double)x[i + 3] * x[i + 3];
+    }
+    for (; i < n; i++)
+        tail += (double)x[i] * x[i];
+    const double ss = ((s0 + s1) + (s2 + s3)) + tail;
     const float var = (float)ss / (float)n;
     const float r = 1.0f / sqrtf(var + (float)s->m->cfg.rms_norm_eps);
     gm_norm_scale(y, x, w, r, n, s->opt.precision == RT_BF16);
 }
 
-/* RoPE in the rotate-half layout at position p: x' = bf(bf(x*c) + bf(rot(x)*s)). */
+/* RoPE in the rotate-half layout at position p: x' = bf(bf(x*c) + bf(rot(x)*s)), rot(x) = (-x2, x1). */
 static void rope(const rt_session *s, float *x, int p)
 {
     const int h = s->hd / 2;
-    const float *c = s->cos + (long)p * h, *sn = s->sin + (long)p * h;
-    for (int i = 0; i < h; i++) {
-        const float a = x[i], b = x[i + h];
-        x[i] = bf(s, bf(s, a * c[i]) + bf(s, -b * sn[i]));
-        x[i + h] = bf(s, bf(s, b * c[i]) + bf(s, a * sn[i]));
-    }
+    gm_rope(x, s->cos + (long)p * h, s->sin + (long)p * h, h, s->opt.precision == RT_BF16);
 }
 
 /* ---------------------------------------------------------------------- */

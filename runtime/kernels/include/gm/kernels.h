@@ -136,6 +136,8 @@ void gm_matmul_nt(gm_pool *p, float *Y, const float *X, const gm_bf16 *W, int T,
 void gm_add_round(float *x, const float *y, int n, int round);                                   /* x = r(x + y) */
 void gm_norm_scale(float *y, const float *x, const gm_bf16 *w, float inv, int n, int round);   /* y = r(w r(x inv)) */
 void gm_swiglu(float *g, const float *u, int n, int round); /* g = r(r(g / (1 + exp(-g))) u): SiLU(gate) * up */
+/* RoPE's rotate-half pairs, i < h: x[i], x[i + h] = r(r(x[i] c[i]) - r(x[i + h] s[i])), r(r(x[i + h] c[i]) + r(x[i] s[i])) */
+void gm_rope(float *x, const float *c, const float *s, int h, int round);
 
 /*
 ** y[i] = exp(x[i] - m) for i < n (y may be x), the softmax's exponentials,

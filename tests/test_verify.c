@@ -362,9 +362,16 @@ Test(verify, a_candidate_of_no_steps_is_not_checked_rather_than_passed)
     cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
     free(err);
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, dir);
-    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_assert_eq(tu_run(cmd, &out, &err), 1, "%s%s", out, err);
     cr_assert(strstr(out, "not checked: the candidate holds no steps"), "%s", out);
-    free(out);
+    /* no gate could judge anything: that is no pass */
+    cr_assert(strstr(out, "verify: NOT CHECKED\n"), "%s", out);
+    cr_assert(strstr(err, "no gate could be checked on any prompt") && tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    cJSON *j = NULL;
+    cr_assert_eq(verify_json(ref, dir, &j, &err), 1, "%s", err);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "pass")), "the JSON report says pass");
+    cJSON_Delete(j);
     free(err);
     free(ref);
 }
@@ -498,7 +505,8 @@ Test(verify, a_partial_candidate_says_what_was_not_checked)
     char *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, cand);
     cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
-    cr_assert(strstr(out, "not checked: the lens and the Phase 2 block gate (no layers.npy)"), "%s", out);
+    cr_assert(strstr(out, "not checked: the lens (no layers.npy); the Phase 2 block gate (no layers.npy, no "
+                          "ops/0/output.npy)"), "%s", out);
     cr_assert(strstr(out, "checked: the token gate (ids only)"), "%s", out);
     free(out);
     /* without tokens.npy the prompt's identity is taken on trust: said so */
@@ -1093,6 +1101,82 @@ Test(verify, a_perturbed_op_is_named_first_in_every_report)
     free(ref);
 }
 
+/* Phase 2's candidate is one block: its ops/0/output.npy, without layers.npy, is what the block gate judges */
+Test(verify, a_block_only_candidate_is_judged_on_its_ops_0_output)
+{
+    char *ref = capture("qwen2_tied", "ref", "--ops 0"), cmd[16384], *out = NULL, *err = NULL, dir[4400];
+    snprintf(dir, sizeof dir, "%s/block", work);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && rm '%s'/p*/layers.npy '%s'/p*/final_norm.npy", ref, dir, dir, dir);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, dir);
+    cr_assert_eq(tu_run(cmd, &out, &err), 0, "%s%s", out, err);
+    cr_expect(strstr(out, "checked: the token gate") && strstr(out, "the Phase 2 block gate (on ops/0/output.npy)"),
+              "%s", out);
+    free(out), free(err);
+    /* the block's output negated: the gate fails on it */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as np,glob,sys\n"
+             "for f in glob.glob(sys.argv[1] + '/p*/ops/0/output.npy'): np.save(f, -np.load(f))\" '%s'", dir);
+    cr_assert_eq(tu_run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s'", GM_PHASE0, ref, dir);
+    cr_assert_eq(tu_run(cmd, &out, &err), 1, "%s%s", out, err);
+    cr_expect(strstr(out, "layer 0: whole-tensor cosine -1.000000 < 0.99") && strstr(out, "verify: FAIL"), "%s", out);
+    free(out), free(err);
+    free(ref);
+}
+
+/* A report that cannot be written, and options that name nothing there: one line, before any work where it can be */
+Test(verify, unwritable_reports_and_options_naming_nothing_are_one_line)
+{
+    char *ref = capture("llama_untied", "ref", "--ops none --steps 2"), cmd[16384], *out = NULL, *err = NULL;
+    /* standard output on a full disk: the report is not there, exit 4 */
+    snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' --json > /dev/full", GM_PHASE0, ref, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 4, "%s%s", out, err);
+    cr_expect(strstr(err, "the report could not be written to standard output: No space left on device") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    char same[4400], both[9000], same_want[9000], weights[4400];
+    snprintf(same, sizeof same, "%s/same.out", work);
+    snprintf(both, sizeof both, "--html '%s' --md '%s'", same, same);
+    snprintf(same_want, sizeof same_want, "the same file as --md %s; give the two reports two files", same);
+    snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
+    const struct { const char *args, *want; } cases[] = {
+        {"--html ''", "--html '': expected the path of a file"},
+        {"--md '' ", "--md '': expected the path of a file"},
+        {"--tokenizer /", "--tokenizer /: expected the model's tokenizer.json, found a folder"},
+        {both, same_want},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *want = cases[i].want;
+        snprintf(cmd, sizeof cmd, "'%s' verify '%s' '%s' %s", GM_PHASE0, ref, ref, cases[i].args);
+        cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s: %s%s", cases[i].args, out, err);
+        cr_expect(!*out && strstr(err, want) && tu_lines(err) == 1, "%s: %s\nwanted: %s", cases[i].args, err, want);
+        free(out), free(err);
+    }
+    /* a weights folder that is not there is named as such, not as its missing tokenizer */
+    snprintf(cmd, sizeof cmd, "'%s' capture llama_untied --weights /nonexistent --tokens 1,2 --out '%s/x'", GM_PHASE0,
+             work);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "--weights /nonexistent: expected the model's folder") && strstr(err, "found nothing there") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    /* mlir-air's `--prompts topk_token` is no prompts file here */
+    snprintf(cmd, sizeof cmd, "'%s' verify --weights '%s' '%s' --prompts topk_token", GM_PHASE0, weights, ref);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "--prompts topk_token: no such prompts file") && tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    /* a candidate whose prompt differs says where */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s/cand' && /usr/bin/python3 -c \"import numpy as np,sys\n"
+             "f = sys.argv[1] + '/cand/p000/tokens.npy'; t = np.load(f); t[1] += 1; np.save(f, t)\" '%s' && '%s' verify "
+             "'%s' '%s/cand'", ref, work, work, GM_PHASE0, ref, work);
+    cr_expect_eq(tu_run(cmd, &out, &err), 2, "%s%s", out, err);
+    cr_expect(strstr(err, "tokens.npy: the prompt's tokens differ from the reference's at position 1: ") &&
+              tu_lines(err) == 1, "%s", err);
+    free(out), free(err);
+    free(ref);
+}
+
 /* ---------------------------------------------------------------------- */
 /* bad options and damaged files are refused at once, in one line */
 
@@ -1487,7 +1571,8 @@ Test(verify, a_tokenizer_that_is_missing_or_another_models_is_one_line)
     char other[4400];
     snprintf(other, sizeof other, "%s/tokenizers/qwen3/tokenizer.json", GM_SHARED_DIR);
     const struct { const char *file, *want; } cases[] = {
-        {"/nonexistent/tokenizer.json", "--tokenizer /nonexistent/tokenizer.json: not there"},
+        {"/nonexistent/tokenizer.json", "--tokenizer /nonexistent/tokenizer.json: expected the model's tokenizer.json, "
+                                        "found nothing there"},
         {other, "more than the reference's vocab_size 384: another model's tokenizer"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -140,6 +140,10 @@ static int check_output(const char *prog, const char *opt, const char *path, int
     char dir[4200];
     struct stat sb;
     size_t n = strlen(path);
+    if (!n) {
+        fprintf(stderr, "%s: %s '': expected the path of %s\n", prog, opt, new_folder ? "a new folder" : "a file");
+        return -1;
+    }
     while (n > 1 && path[n - 1] == '/') /* ref/ is ref */
         n--;
     while (n > 0 && path[n - 1] != '/')
@@ -161,6 +165,18 @@ static int check_output(const char *prog, const char *opt, const char *path, int
         return -1;
     }
     return 0;
+}
+
+/* --weights DIR is a folder (its files are checked as they are read); else one line and -1 */
+static int check_weights(const char *prog, const char *dir)
+{
+    struct stat sb;
+    const int there = stat(dir, &sb) == 0;
+    if (there && S_ISDIR(sb.st_mode))
+        return 0;
+    fprintf(stderr, "%s: --weights %s: expected the model's folder (its safetensors, config.json and tokenizer.json), "
+            "found %s\n", prog, dir, there ? "a file" : errno == ENOENT || errno == ENOTDIR ? "nothing there" : strerror(errno));
+    return -1;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -199,6 +215,12 @@ static int prompt_option(const char *prog, int c, const char *arg, prompt_opts *
     switch (c) {
     case OPT_OLD_PROMPTS: /* ours before their names: base, instruct or a file */
         if (strcmp(arg, "base") != 0 && strcmp(arg, "instruct") != 0) {
+            if (access(arg, F_OK) != 0) { /* mlir-air's `--prompts topk_token`, say: not a file name */
+                fprintf(stderr, "%s: --prompts %s: no such prompts file (--prompts is the older spelling of "
+                        "--prompts-file FILE and --prompt-style base|instruct; the top-5 token gate always runs)\n",
+                        prog, arg);
+                return -1;
+            }
             po->file = arg;
             return 1;
         }
@@ -468,6 +490,8 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         fprintf(stderr, "%s: no model '%s' is built in\n", prog, argv[optind]);
         return EXIT_USAGE;
     }
+    if (check_weights(prog, weights))
+        return EXIT_USAGE;
     unsigned char *mask = calloc((size_t)e->n_layers, 1);
     int any = 0;
     if (!mask || parse_layers(prog, ops, e->n_layers, mask, &any)) {
@@ -651,14 +675,23 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     if (prompt_conflict(prog, &po) || (html && check_output(prog, "--html", html, 0)) ||
         (md && check_output(prog, "--md", md, 0)))
         return EXIT_USAGE;
+    struct stat sb;
+    if (tokenizer && (stat(tokenizer, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        fprintf(stderr, "%s: --tokenizer %s: expected the model's tokenizer.json, %s\n", prog, tokenizer,
+                stat(tokenizer, &sb) != 0 ? "found nothing there" : S_ISDIR(sb.st_mode) ? "found a folder" : "found no file");
+        return EXIT_USAGE;
+    }
+    if (weights && check_weights(prog, weights))
+        return EXIT_USAGE;
     const char *cand = argv[argc - 1];
     const char *const outs[2] = {html, md}, *const folders[2] = {weights ? NULL : argv[optind], cand};
     for (int i = 0; i < 2; i++) /* a report written over a bundle's own file, or over the other report */
         for (int k = 0; outs[i] && k < 3; k++) {
             const char *other = k < 2 ? folders[k] : i == 0 ? md : NULL;
             if (other && same_or_inside(outs[i], other, k < 2)) {
-                fprintf(stderr, "%s: %s %s: %s %s; write the report outside the bundles\n", prog, i ? "--md" : "--html",
-                        outs[i], k < 2 ? "inside the bundle" : "the same file as --md", other);
+                fprintf(stderr, "%s: %s %s: %s %s; %s\n", prog, i ? "--md" : "--html", outs[i],
+                        k < 2 ? "inside the bundle" : "the same file as --md", other,
+                        k < 2 ? "write the report outside the bundles" : "give the two reports two files");
                 return EXIT_USAGE;
             }
         }
@@ -681,8 +714,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
                                                .ref_label = ref_label[0] ? ref_label : NULL}, &r, &st);
     if (made_ref && gm_remove_tree(ref) != 0)
         fprintf(stderr, "%s: warning: %s could not be removed: %s\n", prog, ref, strerror(errno));
-    if (!st.code && gm_interrupted()) /* caught since the reference was computed (capture catches them): stop here */
-        gm_fail(&st, GM_EIO, "interrupted; no report written");
+    if (gm_interrupted()) /* while the reference was computed (capture's message speaks of its bundle), or since */
+        snprintf(st.msg, sizeof st.msg, "interrupted; no report written"), st.code = GM_EIO;
     if (st.code) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         vf_report_free(&r);
@@ -704,9 +737,17 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
         if (r.prompts[i].n_warnings)
             fprintf(stderr, "%s: warning: %s %s%s\n", prog, r.prompts[i].name, r.prompts[i].warning,
                     r.prompts[i].n_warnings > 1 ? " (and at other steps too)" : "");
-    code = r.verdict == VF_FAIL && strict ? EXIT_FAIL : EXIT_PASS;
-    if (r.verdict == VF_FAIL && !strict)
-        fprintf(stderr, "%s: FAIL, reported; exit status 0 (--no-strict)\n", prog);
+    if (fflush(stdout) != 0 || ferror(stdout)) { /* a full disk, a closed pipe: the report is not there */
+        fprintf(stderr, "%s: the report could not be written to standard output: %s\n", prog, strerror(errno));
+        vf_report_free(&r);
+        return EXIT_IO;
+    }
+    if (r.verdict == VF_UNCHECKED)
+        fprintf(stderr, "%s: %s: no gate could be checked on any prompt (each prompt's \"not checked\" says what is "
+                "missing), so nothing passed\n", prog, cand);
+    code = r.verdict != VF_OK && strict ? EXIT_FAIL : EXIT_PASS;
+    if (r.verdict != VF_OK && !strict)
+        fprintf(stderr, "%s: %s, reported; exit status 0 (--no-strict)\n", prog, vf_overall_name(r.verdict));
     if ((html && vf_write_html(&r, html, &st)) || (md && vf_write_md(&r, md, &st))) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         code = EXIT_IO;

@@ -281,7 +281,7 @@ static int measure_tokens(const side *ref, const side *cand, const gm_tokenizer 
 static int measure_lens(const side *ref, const side *cand, int L, int T, int H, vf_prompt *p, gm_status *st)
 {
     if (!ref->layers || !cand->layers) {
-        add_note(p->unchecked, sizeof p->unchecked, "the lens and the Phase 2 block gate (no layers.npy)");
+        add_note(p->unchecked, sizeof p->unchecked, "the lens (no layers.npy)");
         return 0;
     }
     const int norm = ref->final_norm && cand->final_norm;
@@ -430,7 +430,11 @@ static int verify_prompt(const char *ref, const char *cand, const char *cname, c
     if (!gp && !c.tokens)
         add_note(p->unchecked, sizeof p->unchecked, "the prompt's tokens (no tokens.npy: the reference's are taken)");
     if (c.tokens && memcmp(c.tokens, r.tokens, sizeof *r.tokens * (size_t)tsh[0]) != 0) {
-        gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's", cand, cname);
+        int i = 0;
+        while (c.tokens[i] == r.tokens[i])
+            i++;
+        gm_fail(st, GM_EFORMAT, "%s/%s/tokens.npy: the prompt's tokens differ from the reference's at position %d: "
+                "%d, the reference's %d", cand, cname, i, (int)c.tokens[i], (int)r.tokens[i]);
         goto out;
     }
     if (load_choices(ref, name, rm->vocab, 1, &r, st))
@@ -458,6 +462,10 @@ static int verify_prompt(const char *ref, const char *cand, const char *cname, c
     else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st) ||
              measure_ops(ref, cand, rm, name, cname, p->n_tokens, p, st))
         goto out;
+    else if (!p->layers) /* the block gate on ops/0/output.npy, where a block-only candidate has it */
+        add_note(vf_block_row(p) ? p->checked : p->unchecked, sizeof p->checked,
+                 vf_block_row(p) ? "the Phase 2 block gate (on ops/0/output.npy)"
+                                 : "the Phase 2 block gate (no layers.npy, no ops/0/output.npy)");
     if (c.last) {
         const int64_t steps = c.rows ? c.n_rows : c.n_ids;
         char note[160];
@@ -527,6 +535,7 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
     }
     gm_tokenizer *tok = NULL; /* for the generated texts: without one the report shows ids */
     char tid[32];
+    const char *rtok = rm.tokenizer[0] ? rm.tokenizer : "none"; /* not given: not known, as when capture had none */
     if (tokenizer) { /* it must be the reference's: its texts would be another vocabulary's */
         vf_tokenizer_id(tokenizer, tid, sizeof tid);
         if (stat(tokenizer, &sb) != 0) {
@@ -535,12 +544,12 @@ int vf_verify(const char *ref, const char *cand, const vf_verify_opts *o, vf_rep
         }
         if (gm_tokenizer_load(&tok, tokenizer, st))
             goto out;
-        if (strcmp(rm.tokenizer, "none") != 0 && strcmp(tid, rm.tokenizer) != 0) {
+        if (strcmp(rtok, "none") != 0 && strcmp(tid, rtok) != 0) {
             gm_fail(st, GM_EUSAGE, "--tokenizer %s: not the reference's tokenizer (%s/manifest.json: tokenizer %s, this "
-                    "file %s); give the model's own tokenizer.json", tokenizer, ref, rm.tokenizer, tid);
+                    "file %s); give the model's own tokenizer.json", tokenizer, ref, rtok, tid);
             goto out;
         }
-        if (strcmp(rm.tokenizer, "none") == 0 && gm_tokenizer_vocab_size(tok) > rm.vocab) { /* nothing else to go by */
+        if (strcmp(rtok, "none") == 0 && gm_tokenizer_vocab_size(tok) > rm.vocab) { /* nothing else to go by */
             gm_fail(st, GM_EUSAGE, "--tokenizer %s: ids up to %d, more than the reference's vocab_size %d: another "
                     "model's tokenizer", tokenizer, gm_tokenizer_vocab_size(tok) - 1, rm.vocab);
             goto out;

@@ -121,7 +121,7 @@ cJSON *vf_report_json(const vf_report *r)
     cJSON_AddStringToObject(j, "reference", r->ref_label);
     if (r->ref_not[0]) /* capture's --f32 or --rope-theta: a candidate made on purpose, taken as the reference */
         cJSON_AddStringToObject(j, "reference_not_bf16_reference", r->ref_not);
-    cJSON_AddBoolToObject(j, "pass", r->verdict != VF_FAIL);
+    cJSON_AddBoolToObject(j, "pass", r->verdict == VF_OK);
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
         cJSON *o = cJSON_CreateObject();

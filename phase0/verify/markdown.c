@@ -137,7 +137,7 @@ static void put_topk(FILE *out, const vf_report *r)
     }
     for (int i = 0; i < r->n_prompts; i++) {
         const vf_prompt *p = &r->prompts[i];
-        if (p->cand_ids && p->prefix_text && p->prefix_text[0]) {
+        if (p->cand_ids && p->prefix_text && p->prefix_text[0] && p->walk.diverge > 0) {
             char *q = vf_md_quoted(p->prefix_text);
             fprintf(out, "\n*Prompt %d agreed prefix (steps 0-%d):* ", i, p->walk.diverge - 1);
             put_cell(out, q ? q : "");
@@ -278,7 +278,7 @@ static void put_report(FILE *out, const vf_report *r)
     put_cell(out, r->ref_commit);
     fputs("), candidate=", out);
     put_cell(out, r->cand_label);
-    fprintf(out, ", head_dim=%d\n\nResult: **%s**\n", r->head_dim, r->verdict == VF_FAIL ? "FAIL" : "PASS");
+    fprintf(out, ", head_dim=%d\n\nResult: **%s**\n", r->head_dim, vf_overall_name(r->verdict));
     fprintf(out, "\nTop-k token gate: %d PASS / %d FAIL (across %d prompt-pair checks)\n",
             r->count[VF_RULE_TOKENS][VF_OK], r->count[VF_RULE_TOKENS][VF_FAIL], walked_count(r));
     for (int k = 0; k < VF_N_RULES; k++)

@@ -247,14 +247,24 @@ static vf_verdict judge_tokens(const vf_prompt *p, char *why, size_t size)
     return v;
 }
 
+const vf_layer *vf_block_row(const vf_prompt *p)
+{
+    if (p->layers && p->n_layers >= 1)
+        return &p->layers[0];
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].layer == 0 && p->ops[i].op == RT_OP_OUTPUT)
+            return &p->ops[i];
+    return NULL;
+}
+
 /* Phase 2's single-block gate on layer 0: whole-tensor cosine >= 0.99, per-position minimum >= the threshold, no NaN. */
 static vf_verdict judge_block(const vf_prompt *p, char *why, size_t size)
 {
-    if (!p->layers || p->n_layers < 1) {
-        snprintf(why, size, "not checked: the candidate has no layers.npy"); /* the reference always has */
+    const vf_layer *b = vf_block_row(p);
+    if (!b) {
+        snprintf(why, size, "not checked: the candidate has no layers.npy and no ops/0/output.npy");
         return VF_UNCHECKED;
     }
-    const vf_layer *b = &p->layers[0];
     if (b->nan) {
         snprintf(why, size, "layer 0 holds %ld NaN or Inf", b->nan);
         return VF_FAIL;
@@ -294,6 +304,8 @@ const char *vf_verdict_name(vf_verdict v)
     return v == VF_OK ? "OK" : v == VF_FAIL ? "FAIL" : "not checked";
 }
 
+const char *vf_overall_name(vf_verdict v) { return v == VF_OK ? "PASS" : v == VF_FAIL ? "FAIL" : "NOT CHECKED"; }
+
 void vf_report_tally(vf_report *r)
 {
     memset(r->count, 0, sizeof r->count);
@@ -305,4 +317,9 @@ void vf_report_tally(vf_report *r)
             if (v == VF_FAIL)
                 r->verdict = VF_FAIL;
         }
+    int judged = 0;
+    for (int k = 0; k < VF_N_RULES; k++)
+        judged += r->count[k][0] + r->count[k][1];
+    if (!judged) /* no rule could judge any prompt: a candidate that holds nothing does not pass */
+        r->verdict = VF_UNCHECKED;
 }

@@ -78,7 +78,7 @@ static void put_divergence(FILE *out, const vf_prompt *p)
     put_top(out, "reference", w->ref_top, p->ref_top_text);
     if (w->has_cand_top)
         put_top(out, "candidate", w->cand_top, p->cand_top_text);
-    if (p->prefix_text) {
+    if (p->prefix_text && w->diverge > 0) {
         char t[600];
         fprintf(out, "    agreed before it (steps 0-%d): \"%s\"\n", w->diverge - 1,
                 p0_shown(p->prefix_text, t, sizeof t));
@@ -140,5 +140,5 @@ void vf_print_text(const vf_report *r, FILE *out)
     for (int k = 0; k < VF_N_RULES; k++)
         fprintf(out, "%s: %d OK, %d FAIL, %d not checked (of %d prompts)\n", vf_rules[k].title, r->count[k][VF_OK],
                 r->count[k][VF_FAIL], r->count[k][VF_UNCHECKED], r->n_prompts);
-    fprintf(out, "verify: %s\n", r->verdict == VF_FAIL ? "FAIL" : "PASS");
+    fprintf(out, "verify: %s\n", vf_overall_name(r->verdict));
 }

@@ -113,7 +113,7 @@ typedef struct vf_report {
     int head_dim;
     int n_prompts;
     vf_prompt *prompts;
-    vf_verdict verdict;        /* FAIL if any rule failed on any prompt; else OK */
+    vf_verdict verdict;        /* FAIL if any rule failed on any prompt; not checked if none judged any; else OK */
     int count[VF_N_RULES][3];  /* per rule, the prompts it judged OK, FAIL and not checked (vf_verdict's order) */
 } vf_report;
 
@@ -129,11 +129,21 @@ typedef struct vf_rule {
 
 extern const vf_rule vf_rules[VF_N_RULES];
 
+/*
+** Layer 0's output as the Phase 2 block gate judges it: the lens's first row,
+** or, for a candidate without layers.npy (one block run on the NPU), the ops
+** lens's row of ops/0/output.npy, the same values; NULL when neither is there.
+*/
+const vf_layer *vf_block_row(const vf_prompt *p);
+
 /* Every rule on p (p->rule[]); returns VF_FAIL when any failed, else VF_OK. */
 vf_verdict vf_judge(vf_prompt *p);
 
 /* "OK", "FAIL", "not checked" */
 const char *vf_verdict_name(vf_verdict v);
+
+/* The report's verdict as the text and Markdown reports end on it: "PASS", "FAIL", "NOT CHECKED" */
+const char *vf_overall_name(vf_verdict v);
 
 /*
 ** The token gate's walk, by verify's rules: both runs in lockstep over

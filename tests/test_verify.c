@@ -540,6 +540,11 @@ Test(verify, bad_candidates_are_one_line_naming_the_file_and_field)
          "manifest.json: tokenizer: expected"},
         /* not a bundle: bad input, not a file system error */
         {"rm \"$1/manifest.json\"", "manifest.json: missing: a bundle is a folder with manifest.json"},
+        /* a field of the wrong type says what it found */
+        {"python3 -c \"import json,sys; f=sys.argv[1]+'/manifest.json'; m=json.load(open(f)); m['vocab_size']=5.5; "
+         "json.dump(m,open(f,'w'))\" \"$1\"", "manifest.json: vocab_size: expected a non-negative integer, found 5.5"},
+        {"python3 -c \"import json,sys; f=sys.argv[1]+'/manifest.json'; m=json.load(open(f)); m['precision']=7; "
+         "json.dump(m,open(f,'w'))\" \"$1\"", "manifest.json: precision: expected a short one-line string, found 7"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32], cmd[16384], *err = NULL, *cand;

@@ -97,6 +97,19 @@ void vf_tokenizer_id(const char *path, char *out, size_t size)
     free(text);
 }
 
+/* What a JSON value is, for a message: "found 1.5", "found a string", "found a list", .. */
+static const char *json_found(const cJSON *v, char *buf, size_t size)
+{
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, size, "found %.17g", v->valuedouble);
+        return buf;
+    }
+    const char *what = cJSON_IsString(v) ? "a string" : cJSON_IsTrue(v) ? "true" : cJSON_IsFalse(v) ? "false"
+                       : cJSON_IsNull(v) ? "null" : cJSON_IsArray(v) ? "a list" : "an object";
+    snprintf(buf, size, "found %s", what);
+    return buf;
+}
+
 static int json_int(const cJSON *o, const char *key, int required, int *out, const char *path, gm_status *st)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -105,8 +118,10 @@ static int json_int(const cJSON *o, const char *key, int required, int *out, con
             return gm_fail(st, GM_EFORMAT, "%s: %s: missing", path, key);
         return 0;
     }
+    char found[64];
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected a non-negative integer", path, key);
+        return gm_fail(st, GM_EFORMAT, "%s: %s: expected a non-negative integer, %s", path, key,
+                       json_found(v, found, sizeof found));
     *out = (int)v->valuedouble;
     return 0;
 }
@@ -116,8 +131,13 @@ static int json_str(const cJSON *o, const char *key, char *out, size_t size, con
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v))
         return 0;
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= size || strpbrk(v->valuestring, "\n\r"))
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected a short one-line string", path, key);
+    char found[64];
+    if (!cJSON_IsString(v))
+        return gm_fail(st, GM_EFORMAT, "%s: %s: expected a short one-line string, %s", path, key,
+                       json_found(v, found, sizeof found));
+    if (strlen(v->valuestring) >= size || strpbrk(v->valuestring, "\n\r"))
+        return gm_fail(st, GM_EFORMAT, "%s: %s: expected a short one-line string (at most %zu bytes), found %s", path,
+                       key, size - 1, strpbrk(v->valuestring, "\n\r") ? "a line break" : "a longer one");
     snprintf(out, size, "%s", v->valuestring);
     return 0;
 }
@@ -274,9 +294,7 @@ int vf_manifest_read(const char *dir, vf_manifest *m, gm_status *st)
         json_str(j, "kernels", m->kernels, sizeof m->kernels, path, st);
         json_str(j, "tokenizer", m->tokenizer, sizeof m->tokenizer, path, st);
         /* what capture ran with, read as given: a candidate's own words there are not checked */
-        const cJSON *prec = cJSON_GetObjectItemCaseSensitive(j, "precision");
-        if (cJSON_IsString(prec) && strlen(prec->valuestring) < sizeof m->precision)
-            snprintf(m->precision, sizeof m->precision, "%s", prec->valuestring);
+        json_str(j, "precision", m->precision, sizeof m->precision, path, st);
         const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
         m->rope_theta = cJSON_IsNumber(theta) ? theta->valuedouble : 0;
         json_int(j, "vocab_size", 0, &m->vocab, path, st);

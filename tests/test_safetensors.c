@@ -661,6 +661,9 @@ Test(safetensors_index, rejects_a_malformed_weight_map)
     expect_bad_index("{\"metadata\":{}}", "weight_map is missing or not an object");
     expect_bad_index("{\"weight_map\":{}}", "weight_map is empty");
     expect_bad_index("{\"weight_map\":", "not a json object");
+    /* more after the object: Python's json.load refuses it ("Extra data"), and so does the loader */
+    expect_bad_index("{\"weight_map\":{\"a\":\"m.safetensors\"}}}}garbage",
+                     "expected the end of the file after the JSON object at byte 36, found more");
 }
 
 /* ---------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gm/io.h"
+#include "gm/json.h"
 #include "st_internal.h"
 
 #define ST_INDEX_NAME "model.safetensors.index.json"
@@ -60,9 +61,13 @@ static int parse_index(const char *json, size_t len, const char *what, cJSON **r
 {
     const cJSON *item;
 
-    *root = cJSON_ParseWithLengthOpts(json, len, NULL, 0);
+    const char *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (*root == NULL || !cJSON_IsObject(*root))
         return gm_fail(st, GM_EFORMAT, "%s: not a json object", what);
+    if (gm_json_ws(end, json + len) != json + len) /* as Python's json.load: nothing but spaces after it */
+        return gm_fail(st, GM_EFORMAT, "%s: expected the end of the file after the JSON object at byte %zu, found "
+                       "more", what, (size_t)(end - json));
     *wm = cJSON_GetObjectItemCaseSensitive(*root, "weight_map");
     if (!cJSON_IsObject(*wm))
         return gm_fail(st, GM_EFORMAT, "%s: weight_map is missing or not an object", what);

@@ -136,6 +136,7 @@ struct run {
     int32_t *tokens;
     int n_tokens;
     gm_tokenizer *tok;
+    char tok_error[512]; /* why the tokenizer.json beside the weights could not be loaded ("" when it was, or is not there) */
     gate g[N_GATES];
     void *w;            /* the weights, once gate 1 loaded them (loaded) */
     int loaded;
@@ -214,7 +215,9 @@ static void gate_config(run *r, gate *g)
     gm_status st = {0};
     snprintf(path, sizeof path, "%s/config.json", r->weights);
     if (p0_config_check(r->e, r->weights, diff, sizeof diff, &st)) {
-        set(g, 0, "config.json missing or unreadable", "the weights folder; gen-model download", "%s", st.msg);
+        set(g, 0, access(path, R_OK) == 0 ? "config.json is not what the model's Config is read from: a field it "
+            "needs is missing or malformed" : "config.json missing or unreadable",
+            "the weights folder's config.json; gen-model download", "%s", st.msg);
         return;
     }
     if (diff[0])
@@ -324,8 +327,12 @@ static void gate_weights(run *r, gate *g)
             break;
         case GM_EIO:
         case GM_ENOMEM:
-            set(g, 0, "the weights could not be read: the file system or memory", "the file and the error "
-                "named here", "%s", st.msg);
+            if (strstr(st.msg, strerror(ENOENT))) /* a file the index names is not there */
+                set(g, 0, "the download is incomplete: a shard the index names is not there", "fetch it again: "
+                    "gen-model download <repo> fetches what is missing", "%s", st.msg);
+            else
+                set(g, 0, "the weights could not be read: the file system or memory", "the file and the error "
+                    "named here", "%s", st.msg);
             break;
         default:
             set(g, 0, "a malformed safetensors file or index: a corrupt download, or not safetensors", "the file "
@@ -391,6 +398,9 @@ static int prompt_tokens(run *r, gm_status *st)
         r->prompt = canonical(p0_is_instruct(r->e->repo) ? "prompts/instruct.txt" : "prompts/base.txt",
                               p0_is_instruct(r->e->repo) ? 0 : 1, r->prompt_buf, sizeof r->prompt_buf);
     }
+    if (!r->tok && r->tok_error[0]) /* there, and broken: that, not its absence */
+        return gm_fail(st, GM_EFORMAT, "%s; the prompt needs the model's tokenizer.json (or pass --tokens)",
+                       r->tok_error);
     if (!r->tok)
         return gm_fail(st, GM_EMISSING, "%s: no tokenizer.json to tokenize the prompt; put the tokenizer files "
                        "there (gen-model download fetches them) or pass --tokens", r->weights);
@@ -540,12 +550,13 @@ static int all_pass(const run *r)
 
 static void print_text(const run *r)
 {
+    char shown[2048]; /* the prompt on one line: a line break in it must not start a line of the report */
     gm_config c;
     r->e->config(&c);
     printf("phase0 %s (%s @ %.12s) on %s\n", r->e->id, r->e->repo, r->e->commit[0] ? r->e->commit : "local",
            r->weights);
     if (r->prompt)
-        printf("prompt: \"%s\"\n", r->prompt);
+        printf("prompt: \"%s\"\n", p0_shown(r->prompt, shown, sizeof shown));
     if (r->tokens) {
         printf("tokens (%d):", r->n_tokens);
         for (int i = 0; i < r->n_tokens && i < 32; i++)
@@ -650,7 +661,7 @@ static void progress_entry(const run *r, char *out, size_t size)
 {
     gm_config c;
     r->e->config(&c);
-    char date[32], text[160], top[200], verdicts[400] = "";
+    char date[32], text[160], top[200], verdicts[4000] = "", detail[1200];
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (r->tok) /* the top-1 as text where there is a tokenizer, else as its id */
@@ -658,8 +669,9 @@ static void progress_entry(const run *r, char *out, size_t size)
     else
         snprintf(top, sizeof top, "id %d", r->top5[0]);
     for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
-        k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s", i ? "; " : "", i + 1, gates[i].name,
-                      r->g[i].pass ? "PASS" : "FAIL");
+        k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s%s%s%s", i ? "; " : "", i + 1,
+                      gates[i].name, r->g[i].pass ? "PASS" : "FAIL", r->g[i].pass ? "" : " (",
+                      r->g[i].pass ? "" : p0_md(r->g[i].detail, 0, detail, sizeof detail), r->g[i].pass ? "" : ")");
     char baseline[3000], prompt[2000], weights[4200];
     if (r->have_top5) /* the numbers gate 2 measured, and only those */
         snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 %s, logit %.4f, probability %.4f; "
@@ -689,12 +701,12 @@ static void progress_entry(const run *r, char *out, size_t size)
 
 static int record(const run *r, const char *models_dir, gm_status *st)
 {
-    char dir[4096], entry[8192], blocker[700] = "";
+    char dir[4096], entry[12288], blocker[2600] = "", detail[1800];
     snprintf(dir, sizeof dir, "%s/%s", models_dir, r->e->id);
-    for (int i = 0; i < N_GATES && !blocker[0]; i++)
+    for (int i = 0; i < N_GATES && !blocker[0]; i++) /* what failed, as the report says it, then why and what next */
         if (!r->g[i].pass)
-            snprintf(blocker, sizeof blocker, "Phase 0 gate %d (%s) fails: %s; look at %s", i + 1, r->g[i].name,
-                     r->g[i].cause, r->g[i].where);
+            snprintf(blocker, sizeof blocker, "Phase 0 gate %d (%s) fails: %s (likely cause: %s; next: %s)", i + 1,
+                     r->g[i].name, p0_md(r->g[i].detail, 0, detail, sizeof detail), r->g[i].cause, r->g[i].where);
     progress_entry(r, entry, sizeof entry);
     /* the folder's lock (gen-model takes it too): two records at once each read what the other wrote */
     const int lock = gm_lock_folder(dir, st);
@@ -899,7 +911,9 @@ int main(int argc, char **argv)
     snprintf(tpath, sizeof tpath, "%s/tokenizer.json", r.weights);
     struct stat sb;
     if (stat(tpath, &sb) == 0 && gm_tokenizer_load(&r.tok, tpath, &st)) {
-        fprintf(stderr, "phase0: warning: %s; the top-5 is shown without text\n", st.msg);
+        snprintf(r.tok_error, sizeof r.tok_error, "%s", st.msg);
+        if (tokens_arg) /* the ids are given: the tokenizer would only have shown the top-5 as text */
+            fprintf(stderr, "phase0: warning: %s; the top-5 is shown without text\n", st.msg);
         gm_status_clear(&st);
     }
 

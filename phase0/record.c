@@ -4,9 +4,12 @@
 */
 #include "record.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gm/io.h"
 
@@ -73,13 +76,38 @@ static FILE *begin(const char *path, char **old, size_t *len, char **buf, size_t
     return out;
 }
 
+/*
+** The new text over the old file: where a symbolic link leads (the link is
+** the user's, and so is the file it names), with the file's own permissions.
+*/
 static int finish(FILE *out, char **buf, size_t *len, const char *path, gm_status *st)
 {
     if (fclose(out) != 0 || !*buf)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", path);
-    gm_write_file(path, *buf, *len, st);
+    char real[PATH_MAX];
+    struct stat sb;
+    const char *to = realpath(path, real) ? real : path;
+    const int had = stat(to, &sb) == 0;
+    if (gm_write_file(to, *buf, *len, st) == 0 && had && chmod(to, sb.st_mode & 07777) != 0)
+        gm_fail(st, GM_EIO, "%s: cannot keep its permissions: %s", path, strerror(errno));
     free(*buf);
     return st->code;
+}
+
+/* The first line from `from` on that is `mark` alone (spaces around it, and a CR, allowed); NULL when none. */
+static const char *mark_line(const char *text, const char *from, const char *mark)
+{
+    const size_t n = strlen(mark);
+    for (const char *p = from; (p = strstr(p, mark)); p += n) {
+        const char *a = p, *z = p + n;
+        while (a > text && (a[-1] == ' ' || a[-1] == '\t'))
+            a--;
+        while (*z == ' ' || *z == '\t' || *z == '\r')
+            z++;
+        if ((a == text || a[-1] == '\n') && (*z == '\n' || !*z))
+            return a;
+    }
+    return NULL;
 }
 
 int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
@@ -90,9 +118,10 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
     FILE *out = begin(path, &old, &len, &buf, &blen, st);
     if (!out)
         return st->code;
-    const char *b = strstr(old, BEGIN), *e = b ? strstr(b, END) : NULL;
+    /* the markers as whole lines: a line that only mentions them is the user's */
+    const char *b = mark_line(old, old, BEGIN), *e = b ? mark_line(old, b + strlen(BEGIN), END) : NULL;
     if (b && e) { /* replace the previous Phase 0 entry where it stands */
-        e += strlen(END);
+        e += strcspn(e, "\n");
         e += *e == '\n';
         fwrite(old, 1, (size_t)(b - old), out);
         fprintf(out, BEGIN "\n%s" END "\n%s", entry, e);
@@ -116,11 +145,14 @@ static int is_none(const char *line, size_t n)
 
 /*
 ** The blockers section's body: what was kept of it (every line but the
-** placeholder and our previous blocker with the lines indented under it,
-** trailing blank lines trimmed), then our blocker line on a failure, or the
-** placeholder if nothing is left; each line ended as the file ends its lines.
+** placeholder and our previous blocker, trailing blank lines trimmed), then
+** on a failure our blocker line and the user's notes indented under the
+** previous one (`notes`, nn bytes; on a pass they go with the blocker they
+** were about), or the placeholder if nothing is left; each line ended as the
+** file ends its lines.
 */
-static void end_blockers(FILE *out, const char *kept, size_t n, int pass, const char *blocker, const char *eol)
+static void end_blockers(FILE *out, const char *kept, size_t n, const char *notes, size_t nn, int pass,
+                         const char *blocker, const char *eol)
 {
     while (n && (kept[n - 1] == '\n' || kept[n - 1] == ' ' || kept[n - 1] == '\t' || kept[n - 1] == '\r'))
         n--;
@@ -128,9 +160,12 @@ static void end_blockers(FILE *out, const char *kept, size_t n, int pass, const 
         fwrite(kept, 1, n, out);
         fputs(eol, out);
     }
-    if (!pass && blocker)
+    if (!pass && blocker) {
         fprintf(out, "- %s " BLOCKER_MARK "%s", blocker, eol);
-    else if (!n)
+        fwrite(notes, 1, nn, out);
+        if (nn && notes[nn - 1] != '\n')
+            fputs(eol, out);
+    } else if (!n)
         fprintf(out, "- none%s", eol);
 }
 
@@ -148,9 +183,11 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
     FILE *out = begin(path, &old, &len, &buf, &blen, st);
     if (!out)
         return st->code;
-    char *kept = malloc(len + 1); /* the blockers section's lines kept, in order, while in it */
-    size_t nk = 0;
-    if (!kept) {
+    char *kept = malloc(len + 1), *notes = malloc(len + 1); /* the blockers section's lines kept, in order; the
+                                                                 user's lines indented under our blocker */
+    size_t nk = 0, nn = 0;
+    if (!kept || !notes) {
+        free(kept), free(notes);
         fclose(out);
         free(buf);
         free(old);
@@ -162,11 +199,11 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
         const size_t n = strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n');
         const int ended = line[n - 1] == '\n';
         if (in_section && strncmp(line, "## ", 3) == 0) { /* the end of the blockers section */
-            end_blockers(out, kept, nk, pass, blocker, eol);
+            end_blockers(out, kept, nk, notes, nn, pass, blocker, eol);
             fputs(eol, out);
             in_section = 0;
         }
-        if (strncmp(line, "- [ ] Phase 0:", 14) == 0 || strncmp(line, "- [x] Phase 0:", 14) == 0) {
+        if (strncmp(line, "- [", 3) == 0 && strchr(" xX", line[3]) && strncmp(line + 4, "] Phase 0:", 10) == 0) {
             const char *box = pass ? "- [x]" : "- [ ]";
             if (in_section) { /* where it stands, in the section too */
                 memcpy(kept + nk, box, 5);
@@ -181,13 +218,16 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
             if (!ended) /* the heading is the file's last line */
                 fputs(eol, out);
             in_section = found = 1;
-            nk = 0;
+            nk = nn = 0;
             under_ours = 0;
         } else if (in_section) {
-            /* ours goes, and what is indented under it; the rest but the placeholder is kept */
+            /* ours goes (what is indented under it follows the new one); the rest but the placeholder is kept */
             if (memmem(line, n, BLOCKER_MARK, strlen(BLOCKER_MARK))) {
                 under_ours = 1;
-            } else if (!under_ours || (line[0] != ' ' && line[0] != '\t')) {
+            } else if (under_ours && (line[0] == ' ' || line[0] == '\t')) {
+                memcpy(notes + nn, line, n);
+                nn += n;
+            } else {
                 under_ours = 0;
                 if (!is_none(line, n)) {
                     memcpy(kept + nk, line, n);
@@ -200,11 +240,11 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
         line += n;
     }
     if (in_section) /* the section ran to the end of the file */
-        end_blockers(out, kept, nk, pass, blocker, eol);
+        end_blockers(out, kept, nk, notes, nn, pass, blocker, eol);
     else if (!found && !pass && blocker) /* no section: a failure still goes under one */
         fprintf(out, "%s%s## Active blockers%s- %s " BLOCKER_MARK "%s", len && old[len - 1] != '\n' ? eol : "", eol,
                 eol, blocker, eol);
-    free(kept);
+    free(kept), free(notes);
     free(old);
     return finish(out, &buf, &blen, path, st);
 }

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gm/npy.h"
 #include "golden_util.h"
@@ -367,6 +369,21 @@ Test(phase0, gate2_fails_when_the_top1_is_a_special_token)
     tu_rmtree(work);
 }
 
+/* A tokenizer.json that is there and broken is named with what is wrong in it, not taken for a missing one */
+Test(phase0, gate2_names_a_broken_tokenizer_json_and_what_is_wrong_in_it)
+{
+    char *work = tu_tmpdir(), path[4400], *out = NULL, *err = NULL;
+    char *w = broken_copy(work, "llama_untied", NULL, 0, -1);
+    snprintf(path, sizeof path, "%s/tokenizer.json", w);
+    tu_write(path, "{\"model\": {", 11);
+    cr_assert_eq(phase0("llama_untied", w, "--no-record", &out, &err), 1, "%s%s", out, err);
+    cr_expect(strstr(out, "gate 2 baseline runnable   FAIL") && strstr(out, "tokenizer.json: ") &&
+              strstr(out, "malformed JSON") && !strstr(out, "no tokenizer.json"), "%s", out);
+    free(out), free(err);
+    free(w);
+    tu_rmtree(work);
+}
+
 Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
 {
     char *work = tu_tmpdir(), models[4400], cmd[16384];
@@ -400,7 +417,15 @@ Test(phase0, gate3_fails_when_config_json_disagrees_and_the_blocker_is_recorded)
     cr_assert(strstr(out, "an extraction error"), "%s", out);
     snprintf(cmd, sizeof cmd, "%s/mistral_untied/TODO.md", models);
     char *todo = tu_read(cmd, NULL);
-    cr_assert(strstr(todo, "- [ ] Phase 0:") && strstr(todo, "- Phase 0 gate 3 (config consistent) fails"), "%s", todo);
+    /* the blocker says what failed, as the report does, then why and what next */
+    cr_assert(strstr(todo, "- [ ] Phase 0:") && strstr(todo, "- Phase 0 gate 3 (config consistent) fails: rope_base "
+                                                             "(rope_theta) is 1000000, config.json says 10000 (likely "
+                                                             "cause: an extraction error"), "%s", todo);
+    snprintf(cmd, sizeof cmd, "%s/mistral_untied/docs/development_progress/progress.md", models);
+    char *progress = tu_read(cmd, NULL);
+    cr_assert(strstr(progress, "3 config consistent FAIL (rope_base (rope_theta) is 1000000, config.json says 10000)"),
+              "%s", progress);
+    free(progress);
     char want[1024];
     snprintf(want, sizeof want, "## Active blockers\n%s- Phase 0 gate 3", mine);
     cr_assert(strstr(todo, want), "the user's blocker text is not kept whole:\n%s", todo);
@@ -913,10 +938,49 @@ Test(record, todo_marks_keep_what_a_person_wrote_whatever_the_file_looks_like)
          "## Active blockers\n- [ ] Phase 0: x\n- mine\n- B1 <!-- phase0 -->\n"},
         {"\"- none of these\" is a blocker, not the placeholder", "## Active blockers\n- none of these work\n", pass,
          1, "## Active blockers\n- none of these work\n"},
+        {"a box ticked as [X] is unticked by a failure", "- [X] Phase 0: x\n", fail, 1,
+         "- [ ] Phase 0: x\n\n## Active blockers\n- B1 <!-- phase0 -->\n"},
+        {"a note indented under phase0's blocker follows the next failure's",
+         "## Active blockers\n- B0 <!-- phase0 -->\n  (a note on it)\n- other\n", fail, 1,
+         "## Active blockers\n- other\n- B1 <!-- phase0 -->\n  (a note on it)\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *got = todo_after(cases[i].text, cases[i].runs, cases[i].n);
         cr_expect_str_eq(got, cases[i].want, "%s", cases[i].name);
         free(got);
     }
+}
+
+/* progress.md's entry: its markers only as whole lines; a linked file written where the link leads, modes kept */
+Test(record, the_entry_replaces_its_own_lines_only_and_a_link_or_a_mode_stays_the_users)
+{
+    char *dir = tu_tmpdir(), docs[4400], path[4500], target[4500], cmd[9500];
+    snprintf(docs, sizeof docs, "%s/docs/development_progress", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", docs);
+    cr_assert_eq(tu_run(cmd, NULL, NULL), 0);
+    snprintf(path, sizeof path, "%s/progress.md", docs);
+    static const char quoted[] = "Note: phase0 owns `<!-- phase0:begin -->` .. `<!-- phase0:end -->`.\n";
+    char text[1024];
+    snprintf(text, sizeof text, "# Progress\n%s\n<!-- phase0:begin -->\nold entry\n<!-- phase0:end -->\nafter\n", quoted);
+    tu_write(path, text, strlen(text));
+    cr_assert_eq(chmod(path, 0600), 0);
+    gm_status st = {0};
+    cr_assert_eq(p0_record_progress(dir, "new entry\n", &st), 0, "%s", st.msg);
+    char *got = tu_read(path, NULL), want[1024];
+    snprintf(want, sizeof want, "# Progress\n%s\n<!-- phase0:begin -->\nnew entry\n<!-- phase0:end -->\nafter\n", quoted);
+    cr_expect_str_eq(got, want);
+    free(got);
+    struct stat sb;
+    cr_expect(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "mode %o", (unsigned)(sb.st_mode & 0777));
+    /* TODO.md a link to a file elsewhere: the file is marked, the link stays a link */
+    snprintf(target, sizeof target, "%s/shared-todo.md", dir);
+    tu_write(target, "- [ ] Phase 0: x\n", 17);
+    snprintf(path, sizeof path, "%s/TODO.md", dir);
+    cr_assert_eq(symlink(target, path), 0);
+    cr_assert_eq(p0_record_todo(dir, 1, NULL, &st), 0, "%s", st.msg);
+    cr_expect(lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode), "TODO.md is no longer a link");
+    got = tu_read(target, NULL);
+    cr_expect_str_eq(got, "- [x] Phase 0: x\n");
+    free(got);
+    tu_rmtree(dir);
 }

@@ -760,4 +760,12 @@ Test(config_diff, names_the_key_config_json_used)
     got.dtype = GM_DTYPE_BF16;
     cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "%s", out);
     cr_expect_str_eq(out, "dtype (torch_dtype) is bfloat16, config.json says none");
+    /* a head count config.json leaves to its default says where the value came from */
+    got = want;
+    got.n_kv_heads = 1;
+    cr_assert_eq(gm_config_diff(&got, &want, out, sizeof out), 1, "%s", out);
+    char exp[128];
+    snprintf(exp, sizeof exp, "n_kv_heads (num_key_value_heads absent: num_attention_heads) is 1, config.json says %d",
+             want.n_heads);
+    cr_expect_str_eq(out, exp);
 }

@@ -764,6 +764,8 @@ int gm_config_parse(gm_config *c, const char *json, size_t len, const char *what
     cfg.n_kv_heads = cfg.n_heads;
     if ((rc = read_int(&r, root, NULL, "num_key_value_heads", 0, 1, &cfg.n_kv_heads)))
         goto out;
+    if (!member(&r, root, "num_key_value_heads").json) /* a diff says where its value came from */
+        cfg.json_key[GM_CONFIG_n_kv_heads] = "num_key_value_heads absent: num_attention_heads";
     if (cfg.n_heads % cfg.n_kv_heads != 0) {
         rc = gm_fail(st, GM_EFORMAT,
                      "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",

@@ -107,7 +107,8 @@ typedef struct gm_config {
     /*
     ** For a field config.json spells two ways (key5 not NULL): the key gm_config_parse read it
     ** from, one of the two, which gm_config_diff names; NULL where it was absent, or the Config
-    ** was not read from config.json (a generated one).
+    ** was not read from config.json (a generated one). For n_kv_heads where config.json has no
+    ** num_key_value_heads: "num_key_value_heads absent: num_attention_heads", where it came from.
     */
     const char *json_key[GM_CONFIG_N_FIELDS];
 } gm_config;

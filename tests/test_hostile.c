@@ -580,6 +580,8 @@ static const tok_case tok_cases[] = {
     /* the id tables are as long as the largest id: one of 10^9 would take gigabytes */
     {"vocab_id_1e9", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1000000000}, \"merges\": []}}", 0,
      "model.vocab: expected an integer id from 0 to 16777215, found '1000000000' at byte"},
+    {"vocab_id_negative", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": -3}, \"merges\": []}}", 0,
+     "model.vocab: expected an integer id from 0 to 16777215, found '-3' at byte"},
     {"added_id_2e9", "{\"added_tokens\": [{\"id\": 2000000000, \"content\": \"<x>\"}], \"model\": {\"type\": \"BPE\", "
      "\"vocab\": {\"a\": 0}, \"merges\": []}}", 0, "added_tokens[0].id: expected an integer from 0 to 16777215, found 2000000000"},
 };

@@ -439,6 +439,19 @@ Test(runner, a_refused_prefill_leaves_the_session_to_decode_from_its_context)
     gm_status_clear(&st);
     cr_expect_eq(rt_prefill(a, t, 9, &junk, NULL), GM_EUSAGE, "a NULL status: the code, no crash (gm/status.h)");
     cr_expect_eq(rt_decode_step(a, -1, &junk, NULL), GM_EUSAGE);
+    cr_expect_eq(rt_decode_step(a, ld.m.cfg.vocab_size, &junk, &st), GM_EUSAGE);
+    cr_expect(strstr(st.msg, "at position 4 is outside the vocabulary"), "the sequence's position: %s", st.msg);
+    gm_status_clear(&st);
+    /* a Config a program built by hand with a count of 0: one line, not a division by zero */
+    rt_model bad = ld.m;
+    bad.cfg.n_heads = 0;
+    rt_session *c = NULL;
+    cr_expect_eq(rt_session_new(&c, &bad, &o, 8, &st), GM_EFORMAT);
+    cr_expect(strstr(st.msg, "unusable head layout 0/"), "%s", st.msg);
+    bad = ld.m, bad.cfg.emb_dim = 0;
+    cr_expect_eq(rt_session_new(&c, &bad, &o, 8, &st), GM_EFORMAT);
+    cr_expect(strstr(st.msg, "expected positive sizes") && !c, "%s", st.msg);
+    gm_status_clear(&st);
     cr_assert_eq(rt_decode_step(a, t[4], &ra, &st), 0, "%s", st.msg);
     cr_assert_eq(rt_prefill(b, t, 5, &rb, &st), 0, "%s", st.msg);
     cr_expect(memcmp(ra.logits, rb.logits, sizeof(float) * (size_t)ra.vocab) == 0,

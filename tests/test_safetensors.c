@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "gm/io.h"
+#include "gm/npy.h"
 #include "gm/safetensors.h"
 #include "gm/weights.h"
 
@@ -122,6 +123,12 @@ static void expect_accepted(const char *json, size_t data_len, st_header *h)
 REJECTS(rejects_header_not_starting_with_brace, " {}", 0,
         "header must start with '{', found byte 0x20")
 REJECTS(rejects_header_that_is_an_array, "[]", 0, "header must start with '{'")
+/* the reference reads shapes and offsets as unsigned integers (serde): 4.0 and 4e0 are not, whole as they are */
+REJECTS(rejects_a_shape_written_as_a_float, "{\"w\":{\"dtype\":\"F32\",\"shape\":[4.0],\"data_offsets\":[0,16]}}", 16,
+        "header: expected an integer, found '4.0' at byte")
+REJECTS(rejects_an_offset_written_with_an_exponent,
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,1.6e1]}}", 16,
+        "header: expected an integer, found '1.6e1' at byte")
 REJECTS(rejects_invalid_json, "{\"a\":", 0, "header is not valid json")
 REJECTS(rejects_raw_control_byte_in_header, "{\"a\x01\":{}}", 0, "control byte 0x01")
 REJECTS(rejects_duplicate_tensor_names,
@@ -1306,4 +1313,19 @@ Test(weights_load, places_in_the_arena_where_huge_pages_are)
     cr_assert_not(gm_weights_place_arena(GM_PLACE_AUTO, "")); /* no such file: a kernel without them */
     cr_assert_not(gm_weights_place_arena(GM_PLACE_MAPPED, "always [madvise] never\n"));
     cr_assert(gm_weights_place_arena(GM_PLACE_ARENA, "always madvise [never]\n"));
+}
+
+/* gm/status.h: a NULL status is allowed: each entry point gives its code, and nothing is written through it */
+Test(safetensors_status, a_null_status_gives_the_code_and_no_crash)
+{
+    const uint8_t huge[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
+    st_header h;
+    cr_expect_neq(st_header_parse(&h, huge, sizeof huge, 0, "x", NULL), GM_OK);
+    st_model *m = NULL;
+    cr_expect_neq(st_model_open(&m, "/nonexistent/gm-model", NULL), GM_OK);
+    gm_npy a;
+    cr_expect_neq(gm_npy_read("/nonexistent/gm.npy", &a, NULL), GM_OK);
+    const int64_t bad[1] = {-1};
+    const float f = 0;
+    cr_expect_neq(gm_npy_write("/nonexistent/gm.npy", GM_NPY_F4, 1, bad, &f, NULL), GM_OK);
 }

@@ -396,7 +396,10 @@ int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int
         return rc;
     if (max_tokens <= 0)
         return gm_fail(st, GM_EUSAGE, "runner: expected a positive token capacity, found %d", max_tokens);
-    if (c->n_kv_heads <= 0 || c->n_heads % c->n_kv_heads || c->head_dim % 2)
+    if (c->n_layers < 0 || c->emb_dim <= 0 || c->hidden_dim <= 0 || c->vocab_size <= 0)
+        return gm_fail(st, GM_EFORMAT, "runner: expected positive sizes, found n_layers %d, emb_dim %d, hidden_dim %d, "
+                       "vocab_size %d", c->n_layers, c->emb_dim, c->hidden_dim, c->vocab_size);
+    if (c->n_heads <= 0 || c->n_kv_heads <= 0 || c->head_dim <= 0 || c->n_heads % c->n_kv_heads || c->head_dim % 2)
         return gm_fail(st, GM_EFORMAT, "runner: unusable head layout %d/%d x %d", c->n_heads, c->n_kv_heads,
                        c->head_dim);
     rt_session *s = calloc(1, sizeof *s);
@@ -481,7 +484,7 @@ static int check_tokens(const rt_session *s, int from, const int32_t *tokens, in
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= s->V)
             return gm_fail(st, GM_EUSAGE, "runner: token %d at position %d is outside the vocabulary [0, %d)",
-                           tokens[i], i, s->V);
+                           tokens[i], from + i, s->V);
     return 0;
 }
 

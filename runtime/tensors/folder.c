@@ -121,6 +121,9 @@ static int distinct_shards(const cJSON *wm, const char *what, char ***shards, si
 int st_index_shards(const char *json, size_t len, const char *what, char ***shards,
                     size_t *n_shards, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     cJSON *root = NULL;
     const cJSON *wm = NULL;
 
@@ -324,6 +327,9 @@ static int open_single(st_model *m, const char *file, gm_status *st)
 
 int st_model_open(st_model **out, const char *dir, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     st_model *m = NULL;
     char *single = NULL, *q4nx = NULL, *index = NULL;
 
@@ -469,12 +475,18 @@ static int check(const st_model *m, const char *name, int rank, const int64_t *s
 int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                    const st_tensor **out, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     return check(m, name, rank, shape, transpose, -1, out, st);
 }
 
 int st_model_check_as(const st_model *m, const char *name, int rank, const int64_t *shape, st_dtype dtype,
                       const st_tensor **out, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     return check(m, name, rank, shape, 0, (int)dtype, out, st);
 }
 

@@ -121,6 +121,9 @@ static int read_full(int fd, void *buf, size_t n, size_t *got)
 int st_header_len(const uint8_t *buf, size_t len, uint64_t *n, const char *what,
                   gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     uint64_t v = 0;
 
     if (len < 8)
@@ -385,9 +388,40 @@ static int check_padding(const uint8_t *buf, uint64_t n, const char *end, const 
     return GM_OK;
 }
 
+/*
+** Every number of the header written as an integer: the reference implementation reads shape and
+** data_offsets into unsigned integers (serde), which 96.0 or 9.6e1 is not, though cJSON's double holds
+** them whole. Strings are skipped (their escapes too); a number is a run of -+.0-9eE outside them.
+*/
+static int check_integers(const char *p, const char *end, const uint8_t *buf, const char *what, gm_status *st)
+{
+    for (int in_string = 0; p < end; p++) {
+        if (in_string) {
+            if (*p == '\\')
+                p++;
+            else if (*p == '"')
+                in_string = 0;
+        } else if (*p == '"') {
+            in_string = 1;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            const char *s = p;
+            while (p < end && strchr("-+.0123456789eE", *p) && *p)
+                p++;
+            if (memchr(s, '.', (size_t)(p - s)) || memchr(s, 'e', (size_t)(p - s)) || memchr(s, 'E', (size_t)(p - s)))
+                return gm_fail(st, GM_EFORMAT, "%s: header: expected an integer, found '%.*s' at byte %td", what,
+                               (int)(p - s < 24 ? p - s : 24), s, s - (const char *)buf);
+            p--;
+        }
+    }
+    return GM_OK;
+}
+
 int st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
                     const char *what, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     cJSON *root = NULL;
     const char *end = NULL;
     uint64_t n = 0;
@@ -407,7 +441,8 @@ int st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_
         goto out;
     }
     if (check_padding(buf, n, end, what, st) || collect_tensors(h, root, what, st) ||
-        sort_and_check_names(h, what, st) || check_tiling(h, what, st))
+        sort_and_check_names(h, what, st) || check_tiling(h, what, st) ||
+        check_integers((const char *)buf + 8, end, buf, what, st))
         goto out;
     h->header_len = n;
     if (file_size != 0 && 8 + n + h->data_len > file_size)
@@ -451,6 +486,9 @@ void st_header_free(st_header *h)
 
 int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_status *st)
 {
+    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
+    if (!st)
+        st = &ignored;
     uint8_t prefix[8];
     uint8_t *buf = NULL;
     size_t got = 0;

@@ -81,8 +81,10 @@ int tk_read_vocab(const char *path, const char *p, const char *end, const char *
         id = parse_index(p, end, &p, &ok);
         if (!ok || id > TK_MAX_ID) {
             char what[96];
-            snprintf(what, sizeof what, "expected an integer id from 0 to %d, found '%.*s'", TK_MAX_ID,
-                     (int)(p > at && p - at < 24 ? p - at : 0), at);
+            int shown = 0; /* the value as written, up to the next delimiter (-3 stops the digits at once) */
+            while (at + shown < end && shown < 24 && !strchr(",}] \t\r\n", at[shown]))
+                shown++;
+            snprintf(what, sizeof what, "expected an integer id from 0 to %d, found '%.*s'", TK_MAX_ID, shown, at);
             rc = fail_at(path, "model.vocab", base, at, p >= end ? "truncated" : what, st);
             goto out;
         }

@@ -167,17 +167,24 @@ static int check_output(const char *prog, const char *opt, const char *path, int
     return 0;
 }
 
-/* --weights DIR is a folder (its files are checked as they are read); else one line and -1 */
-static int check_weights(const char *prog, const char *dir)
+/*
+** path, an input --opt names, is a folder (want_dir) or a regular file (what
+** it holds is checked as it is read); else one line saying what was
+** expected (`what`) and what is there, and -1. Checked before any work.
+*/
+static int check_input(const char *prog, const char *opt, const char *path, int want_dir, const char *what)
 {
     struct stat sb;
-    const int there = stat(dir, &sb) == 0;
-    if (there && S_ISDIR(sb.st_mode))
+    const int there = stat(path, &sb) == 0;
+    if (there && (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode)))
         return 0;
-    fprintf(stderr, "%s: --weights %s: expected the model's folder (its safetensors, config.json and tokenizer.json), "
-            "found %s\n", prog, dir, there ? "a file" : errno == ENOENT || errno == ENOTDIR ? "nothing there" : strerror(errno));
+    fprintf(stderr, "%s: %s %s: expected %s, found %s\n", prog, opt, path, what,
+            !there ? (errno == ENOENT || errno == ENOTDIR ? "nothing there" : strerror(errno))
+            : S_ISDIR(sb.st_mode) ? "a folder" : want_dir ? "a file" : "no regular file");
     return -1;
 }
+
+#define WEIGHTS_FOLDER "the model's folder (its safetensors, config.json and tokenizer.json)"
 
 /* ---------------------------------------------------------------------- */
 /* the prompts */
@@ -490,7 +497,7 @@ int vf_capture_main(int argc, char **argv, const gm_model_entry *const *models, 
         fprintf(stderr, "%s: no model '%s' is built in\n", prog, argv[optind]);
         return EXIT_USAGE;
     }
-    if (check_weights(prog, weights))
+    if (check_input(prog, "--weights", weights, 1, WEIGHTS_FOLDER))
         return EXIT_USAGE;
     unsigned char *mask = calloc((size_t)e->n_layers, 1);
     int any = 0;
@@ -675,13 +682,8 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
     if (prompt_conflict(prog, &po) || (html && check_output(prog, "--html", html, 0)) ||
         (md && check_output(prog, "--md", md, 0)))
         return EXIT_USAGE;
-    struct stat sb;
-    if (tokenizer && (stat(tokenizer, &sb) != 0 || !S_ISREG(sb.st_mode))) {
-        fprintf(stderr, "%s: --tokenizer %s: expected the model's tokenizer.json, %s\n", prog, tokenizer,
-                stat(tokenizer, &sb) != 0 ? "found nothing there" : S_ISDIR(sb.st_mode) ? "found a folder" : "found no file");
-        return EXIT_USAGE;
-    }
-    if (weights && check_weights(prog, weights))
+    if ((tokenizer && check_input(prog, "--tokenizer", tokenizer, 0, "the model's tokenizer.json")) ||
+        (weights && check_input(prog, "--weights", weights, 1, WEIGHTS_FOLDER)))
         return EXIT_USAGE;
     const char *cand = argv[argc - 1];
     const char *const outs[2] = {html, md}, *const folders[2] = {weights ? NULL : argv[optind], cand};
@@ -714,8 +716,10 @@ int vf_verify_main(int argc, char **argv, const gm_model_entry *const *models, c
                                                .ref_label = ref_label[0] ? ref_label : NULL}, &r, &st);
     if (made_ref && gm_remove_tree(ref) != 0)
         fprintf(stderr, "%s: warning: %s could not be removed: %s\n", prog, ref, strerror(errno));
-    if (gm_interrupted()) /* while the reference was computed (capture's message speaks of its bundle), or since */
-        snprintf(st.msg, sizeof st.msg, "interrupted; no report written"), st.code = GM_EIO;
+    if (gm_interrupted()) { /* while the reference was computed (capture's message speaks of its bundle), or since */
+        gm_status_clear(&st);
+        gm_fail(&st, GM_EIO, "interrupted; no report written");
+    }
     if (st.code) {
         fprintf(stderr, "%s: %s\n", prog, st.msg);
         vf_report_free(&r);

@@ -110,6 +110,17 @@ static const char *mark_line(const char *text, const char *from, const char *mar
     return NULL;
 }
 
+/* text to out, each line ended as the file ends its lines (eol) */
+static void put_lines(FILE *out, const char *text, const char *eol)
+{
+    for (size_t n; *text; text += n + (text[n] == '\n')) {
+        n = strcspn(text, "\n");
+        fwrite(text, 1, n, out);
+        if (text[n] == '\n')
+            fputs(eol, out);
+    }
+}
+
 int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
 {
     char path[4096], *old = NULL, *buf = NULL;
@@ -120,13 +131,16 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
         return st->code;
     /* the markers as whole lines: a line that only mentions them is the user's */
     const char *b = mark_line(old, old, BEGIN), *e = b ? mark_line(old, b + strlen(BEGIN), END) : NULL;
+    const char *eol = strstr(old, "\r\n") ? "\r\n" : "\n"; /* the file's own line ends */
     if (b && e) { /* replace the previous Phase 0 entry where it stands */
         e += strcspn(e, "\n");
         e += *e == '\n';
         fwrite(old, 1, (size_t)(b - old), out);
-        fprintf(out, BEGIN "\n%s" END "\n%s", entry, e);
+        put_lines(out, BEGIN "\n", eol), put_lines(out, entry, eol), put_lines(out, END "\n", eol);
+        fputs(e, out);
     } else {
-        fprintf(out, "%s%s\n" BEGIN "\n%s" END "\n", old, len > 0 && old[len - 1] != '\n' ? "\n" : "", entry);
+        fprintf(out, "%s%s%s", old, len > 0 && old[len - 1] != '\n' ? eol : "", eol);
+        put_lines(out, BEGIN "\n", eol), put_lines(out, entry, eol), put_lines(out, END "\n", eol);
     }
     free(old);
     return finish(out, &buf, &blen, path, st);

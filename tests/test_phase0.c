@@ -972,6 +972,13 @@ Test(record, the_entry_replaces_its_own_lines_only_and_a_link_or_a_mode_stays_th
     free(got);
     struct stat sb;
     cr_expect(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "mode %o", (unsigned)(sb.st_mode & 0777));
+    /* a file with CRLF line ends gets its entry with CRLF line ends */
+    static const char crlf[] = "# Progress\r\nmine\r\n";
+    tu_write(path, crlf, strlen(crlf));
+    cr_assert_eq(p0_record_progress(dir, "a\nb\n", &st), 0, "%s", st.msg);
+    got = tu_read(path, NULL);
+    cr_expect_str_eq(got, "# Progress\r\nmine\r\n\r\n<!-- phase0:begin -->\r\na\r\nb\r\n<!-- phase0:end -->\r\n");
+    free(got);
     /* TODO.md a link to a file elsewhere: the file is marked, the link stays a link */
     snprintf(target, sizeof target, "%s/shared-todo.md", dir);
     tu_write(target, "- [ ] Phase 0: x\n", 17);

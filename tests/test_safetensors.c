@@ -847,6 +847,8 @@ Test(safetensors_model, rejects_a_file_with_bytes_past_its_data, .init = make_di
     put_safetensors("model.safetensors", "{" T("w", "U8", "[2]", "0", "2") "}", "abc", 3);
     cr_assert_eq(open_fixture(&m, &st), GM_EFORMAT);
     expect_message(&st, "model.safetensors: file is 67 bytes, expected 8 + 56 + 2 = 66");
+    /* named with its folder: a program that opens several models can tell which one */
+    cr_expect(strncmp(st.msg, fixture_dir, strlen(fixture_dir)) == 0, "%s", st.msg);
 }
 
 Test(safetensors_model, rejects_an_empty_file, .init = make_dir, .fini = remove_dir)

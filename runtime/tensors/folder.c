@@ -188,7 +188,7 @@ static int map_file(st_file *f, const char *dir, gm_status *st)
             return gm_fail(st, GM_EIO, "%s: cannot mmap: %s", f->path, strerror(errno));
         f->map = map;
     }
-    return st_header_parse(&f->h, f->map, f->size, f->size, f->name, st);
+    return st_header_parse(&f->h, f->map, f->size, f->size, f->path, st); /* named with its folder: which model's */
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -300,8 +300,7 @@ static int open_sharded(st_model *m, gm_status *st)
         goto out;
     }
     if (gm_read_file(path, ST_MAX_INDEX, &text, &len, st) ||
-        parse_index(text, len, ST_INDEX_NAME, &root, &wm, st) ||
-        distinct_shards(wm, ST_INDEX_NAME, &names, &n_names, st) ||
+        parse_index(text, len, path, &root, &wm, st) || distinct_shards(wm, path, &names, &n_names, st) ||
         add_files(m, names, n_names, st) || merge_tensors(m, st))
         goto out;
     cross_check(m, wm, st);

@@ -31,7 +31,7 @@ typedef struct gm_npy {
 int gm_npy_read(const char *path, gm_npy *out, gm_status *st);
 void gm_npy_free(gm_npy *a);
 
-/* Write data as '<f4' or '<i4' (via path.tmp, then rename). */
+/* Write data as '<f4' or '<i4' (via path.<pid>.<n>.tmp beside it, then rename: gm_write_file). */
 int gm_npy_write(const char *path, gm_npy_type type, int rank,
                  const int64_t *shape, const void *data, gm_status *st);
 

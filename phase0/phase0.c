@@ -661,17 +661,20 @@ static void progress_entry(const run *r, char *out, size_t size)
 {
     gm_config c;
     r->e->config(&c);
-    char date[32], text[160], top[200], verdicts[4000] = "", detail[1200];
+    char date[32], text[160], top[200], verdicts[4000] = "", detail[1200], why[1300];
     const time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (r->tok) /* the top-1 as text where there is a tokenizer, else as its id */
         snprintf(top, sizeof top, "\"%s\" (id %d)", p0_md(r->top5_text[0], 0, text, sizeof text), r->top5[0]);
     else
         snprintf(top, sizeof top, "id %d", r->top5[0]);
-    for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++)
-        k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s%s%s%s", i ? "; " : "", i + 1,
-                      gates[i].name, r->g[i].pass ? "PASS" : "FAIL", r->g[i].pass ? "" : " (",
-                      r->g[i].pass ? "" : p0_md(r->g[i].detail, 0, detail, sizeof detail), r->g[i].pass ? "" : ")");
+    for (int i = 0, k = 0; i < N_GATES && k < (int)sizeof verdicts; i++) { /* a failed gate with what it said */
+        why[0] = '\0';
+        if (!r->g[i].pass)
+            snprintf(why, sizeof why, " (%s)", p0_md(r->g[i].detail, 0, detail, sizeof detail));
+        k += snprintf(verdicts + k, sizeof verdicts - (size_t)k, "%s%d %s %s%s", i ? "; " : "", i + 1, gates[i].name,
+                      r->g[i].pass ? "PASS" : "FAIL", why);
+    }
     char baseline[3000], prompt[2000], weights[4200];
     if (r->have_top5) /* the numbers gate 2 measured, and only those */
         snprintf(baseline, sizeof baseline, "%s%s%s%d tokens; top-1 %s, logit %.4f, probability %.4f; "

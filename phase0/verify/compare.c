@@ -462,10 +462,10 @@ static int verify_prompt(const char *ref, const char *cand, const char *cname, c
     else if (measure_lens(&r, &c, rm->n_layers, p->n_tokens, rm->emb, p, st) ||
              measure_ops(ref, cand, rm, name, cname, p->n_tokens, p, st))
         goto out;
-    else if (!p->layers) /* the block gate on ops/0/output.npy, where a block-only candidate has it */
-        add_note(vf_block_row(p) ? p->checked : p->unchecked, sizeof p->checked,
-                 vf_block_row(p) ? "the Phase 2 block gate (on ops/0/output.npy)"
-                                 : "the Phase 2 block gate (no layers.npy, no ops/0/output.npy)");
+    else if (!p->layers && vf_block_row(p)) /* the block gate on ops/0/output.npy, where a block-only candidate has it */
+        add_note(p->checked, sizeof p->checked, "the Phase 2 block gate (on ops/0/output.npy)");
+    else if (!p->layers)
+        add_note(p->unchecked, sizeof p->unchecked, "the Phase 2 block gate (no layers.npy, no ops/0/output.npy)");
     if (c.last) {
         const int64_t steps = c.rows ? c.n_rows : c.n_ids;
         char note[160];

@@ -43,9 +43,7 @@ int gm_dangling(const char *path, gm_status *st)
 int gm_read_file(const char *path, size_t max, char **data, size_t *len,
                  gm_status *st)
 {
-    gm_status ignored; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     *data = NULL;
     *len = 0;
     gm_status_clear(st);

@@ -572,9 +572,7 @@ static int run(plan *p, gm_arena *arena, int threads, gm_status *st)
 int gm_weights_load(const gm_weights_layout *lay, const gm_tensor_spec *specs,
                     size_t n_specs, const char *dir, int threads, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     st_model *m = NULL;
     plan p = {0};
     memset(lay->arena, 0, sizeof *lay->arena);
@@ -627,9 +625,7 @@ const gm_bf16 *gm_weights_find(const gm_weights_layout *lay, const gm_tensor_spe
 int gm_weights_load_tensor(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                            gm_bf16 **out, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     const st_tensor *t;
     size_t count, bytes;
     gm_bf16 *buf;

@@ -121,9 +121,7 @@ static int distinct_shards(const cJSON *wm, const char *what, char ***shards, si
 int st_index_shards(const char *json, size_t len, const char *what, char ***shards,
                     size_t *n_shards, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     cJSON *root = NULL;
     const cJSON *wm = NULL;
 
@@ -326,9 +324,7 @@ static int open_single(st_model *m, const char *file, gm_status *st)
 
 int st_model_open(st_model **out, const char *dir, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     st_model *m = NULL;
     char *single = NULL, *q4nx = NULL, *index = NULL;
 
@@ -474,18 +470,14 @@ static int check(const st_model *m, const char *name, int rank, const int64_t *s
 int st_model_check(const st_model *m, const char *name, int rank, const int64_t *shape, int transpose,
                    const st_tensor **out, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     return check(m, name, rank, shape, transpose, -1, out, st);
 }
 
 int st_model_check_as(const st_model *m, const char *name, int rank, const int64_t *shape, st_dtype dtype,
                       const st_tensor **out, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     return check(m, name, rank, shape, 0, (int)dtype, out, st);
 }
 

@@ -121,9 +121,7 @@ static int read_full(int fd, void *buf, size_t n, size_t *got)
 int st_header_len(const uint8_t *buf, size_t len, uint64_t *n, const char *what,
                   gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     uint64_t v = 0;
 
     if (len < 8)
@@ -405,9 +403,10 @@ static int check_integers(const char *p, const char *end, const uint8_t *buf, co
             in_string = 1;
         } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
             const char *s = p;
-            while (p < end && strchr("-+.0123456789eE", *p) && *p)
-                p++;
-            if (memchr(s, '.', (size_t)(p - s)) || memchr(s, 'e', (size_t)(p - s)) || memchr(s, 'E', (size_t)(p - s)))
+            int whole = 1;
+            for (; p < end && *p && strchr("-+.0123456789eE", *p); p++)
+                whole &= !strchr(".eE", *p);
+            if (!whole)
                 return gm_fail(st, GM_EFORMAT, "%s: header: expected an integer, found '%.*s' at byte %td", what,
                                (int)(p - s < 24 ? p - s : 24), s, s - (const char *)buf);
             p--;
@@ -419,9 +418,7 @@ static int check_integers(const char *p, const char *end, const uint8_t *buf, co
 int st_header_parse(st_header *h, const uint8_t *buf, size_t len, uint64_t file_size,
                     const char *what, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     cJSON *root = NULL;
     const char *end = NULL;
     uint64_t n = 0;
@@ -486,9 +483,7 @@ void st_header_free(st_header *h)
 
 int st_read_header_bytes(const char *path, uint8_t **bytes, size_t *n_bytes, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     uint8_t prefix[8];
     uint8_t *buf = NULL;
     size_t got = 0;

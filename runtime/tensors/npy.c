@@ -228,9 +228,7 @@ static int npy_count(int rank, const int64_t *shape, size_t *count, size_t *byte
 
 int gm_npy_read(const char *path, gm_npy *out, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     uint8_t *file = NULL;
     size_t len = 0, start = 0, hlen = 0, bytes = 0;
     gm_npy a;
@@ -299,9 +297,7 @@ static size_t format_preamble(char *buf, size_t cap, gm_npy_type type, int rank,
 int gm_npy_write(const char *path, gm_npy_type type, int rank, const int64_t *shape,
                  const void *data, gm_status *st)
 {
-    gm_status ignored = {0}; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     char preamble[512]; // 8 dims of at most 20 digits fit easily
     size_t count, bytes;
 

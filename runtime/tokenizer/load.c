@@ -937,9 +937,7 @@ static int top_hook(gm_tokenizer *t, size_t k, const char *base, const char *vs,
 
 int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
 {
-    gm_status ignored; /* a NULL st is allowed (gm/status.h) */
-    if (!st)
-        st = &ignored;
+    GM_STATUS_OR_LOCAL(st);
     gm_tokenizer *t = calloc(1, sizeof *t);
     span s[K_NKEYS] = {0};
     cJSON *j[K_NKEYS] = {0};

@@ -40,6 +40,16 @@ typedef struct gm_status {
 int gm_fail(gm_status *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+** First thing in a function whose caller may pass a NULL st (as every gm_status
+** parameter may be) and that reads st->code: st then points at a status of the
+** function's own, which the caller never sees.
+*/
+#define GM_STATUS_OR_LOCAL(st)                                                                                  \
+    gm_status gm_local_status_ = {0};                                                                           \
+    if (!(st))                                                                                                  \
+    (st) = &gm_local_status_
+
 /* Prepend context to the current message: "<context>: <old message>". */
 void gm_prefix(gm_status *st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -472,6 +472,23 @@ Test(runner, top_k_orders_by_logit_and_breaks_ties_to_the_smaller_id)
     cr_assert(ids[0] == 1 && ids[1] == 2 && ids[2] == 5 && ids[3] == 4, "%d %d %d %d", ids[0], ids[1], ids[2], ids[3]);
 }
 
+/* phase0 prints the top 5 of logits that may hold a NaN: the numbers after it must not be hidden */
+Test(runner, top_k_never_chooses_a_nan_over_a_number)
+{
+    const float l[6] = {1.0f, NAN, 5.0f, 3.0f, NAN, -INFINITY};
+    int32_t ids[6];
+    rt_top_k(l, 6, 6, ids);
+    cr_assert(ids[0] == 2 && ids[1] == 3 && ids[2] == 0, "%d %d %d", ids[0], ids[1], ids[2]);
+    cr_assert(ids[3] == 1 && ids[4] == 4 && ids[5] == 5, "NaN and -inf tie, the smaller id first: %d %d %d", ids[3],
+              ids[4], ids[5]);
+    int32_t one;
+    rt_top_k(l + 1, 3, 1, &one);
+    cr_assert_eq(one, 1, "a NaN first, then 5: %d", one);
+    int32_t few[3];
+    rt_top_k(l, 2, 3, few);
+    cr_assert(few[0] == 0 && few[1] == 1 && few[2] == -1, "%d %d %d", few[0], few[1], few[2]);
+}
+
 /* ---------------------------------------------------------------------- */
 /* the observer of the ops inside the blocks (rt_observer) */
 

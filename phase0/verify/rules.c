@@ -22,29 +22,12 @@ static int ahead(float la, int32_t a, float lb, int32_t b)
 
 void vf_top_k(const float *logits, int V, int k, int32_t *ids, float *vals)
 {
-    int n = 0;
-    float best[64];
     if (k <= 0)
         return;
-    if (k > 64) /* callers ask for VF_TOP_K (20) at most */
-        k = 64;
-    for (int32_t i = 0; i < V; i++) {
-        const float x = isnan(logits[i]) ? -INFINITY : logits[i]; /* a NaN is never chosen over a number */
-        if (n == k && !ahead(x, i, best[k - 1], ids[k - 1]))
-            continue;
-        int at = n < k ? n++ : k - 1;
-        while (at > 0 && ahead(x, i, best[at - 1], ids[at - 1])) {
-            best[at] = best[at - 1];
-            ids[at] = ids[at - 1];
-            at--;
-        }
-        best[at] = x;
-        ids[at] = i;
-    }
-    for (int j = n; j < k; j++)
-        ids[j] = -1, best[j] = -INFINITY;
+    rt_top_k(logits, V, k, ids); /* a NaN is never chosen over a number */
     if (vals)
-        memcpy(vals, best, sizeof *vals * (size_t)k);
+        for (int j = 0; j < k; j++)
+            vals[j] = ids[j] < 0 || isnan(logits[ids[j]]) ? -INFINITY : logits[ids[j]];
 }
 
 void vf_rule_order(int32_t *ids, float *logits, int w)

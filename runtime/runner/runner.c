@@ -538,15 +538,19 @@ void rt_result_free(rt_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* a logit as the top-k order sees it: a NaN is never chosen over a number */
+static float top_key(float x) { return isnan(x) ? -INFINITY : x; }
+
 void rt_top_k(const float *logits, int n, int k, int32_t *ids)
 {
     for (int j = 0; j < k; j++)
         ids[j] = -1;
     for (int i = 0; i < n; i++) {
         /* insert i if it beats the current k-th; equal logits keep the smaller id first */
+        const float x = top_key(logits[i]);
         int at = k;
-        while (at > 0 && (ids[at - 1] < 0 || logits[i] > logits[ids[at - 1]] ||
-                          (logits[i] == logits[ids[at - 1]] && i < ids[at - 1])))
+        while (at > 0 && (ids[at - 1] < 0 || x > top_key(logits[ids[at - 1]]) ||
+                          (x == top_key(logits[ids[at - 1]]) && i < ids[at - 1])))
             at--;
         if (at >= k)
             continue;

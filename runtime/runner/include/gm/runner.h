@@ -143,7 +143,10 @@ int rt_decode_step(rt_session *s, int32_t token, rt_result *r, gm_status *st);
 
 void rt_result_free(rt_result *r); /* r NULL: nothing */
 
-/* The k largest logits' ids, largest first, ties to the smaller id. */
+/*
+** The k largest logits' ids, largest first, ties to the smaller id; a NaN
+** ranks as -infinity (never chosen over a number). ids[j] is -1 for j >= n.
+*/
 void rt_top_k(const float *logits, int n, int k, int32_t *ids);
 
 #ifdef __cplusplus

@@ -7,6 +7,7 @@
 */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -880,6 +881,48 @@ Test(kernels, epilogues_are_the_product_then_the_step_on_every_tier)
     }
     done();
     gm_pool_free(pool);
+}
+
+/* a tile product on its own thread, and what that thread's gm_kernels_pack_seconds says after it */
+typedef struct packing {
+    gm_pool *pool;
+    const float *X;
+    gm_out out;
+    int T, K;
+    double before, after;
+} packing;
+
+static void *product_on_its_thread(void *arg)
+{
+    packing *c = arg;
+    c->before = gm_kernels_pack_seconds();
+    gm_matmul_outs(c->pool, c->X, c->T, c->K, &c->out, 1, 1);
+    c->after = gm_kernels_pack_seconds();
+    return NULL;
+}
+
+/*
+** The time spent packing X for the tiles (rt_profile.conversions) is the
+** calling thread's: two sessions profiled on two threads do not count each
+** other's.
+*/
+Test(kernels, packing_time_counts_for_the_thread_that_calls_the_product)
+{
+    enum { T = 32, K = 256, N = 64 };
+    cr_assert_eq(gm_kernels_select("amx-model"), 0);
+    float *X = malloc(sizeof(float) * T * K), *Y = malloc(sizeof(float) * T * N);
+    gm_bf16 *W = malloc(2 * (size_t)K * N);
+    fill(X, T * K, W, K * N, K);
+    packing c = {gm_pool_new(1), X, {.Y = Y, .W = W, .N = N, .form = GM_W_NK}, T, K, 0, 0};
+    const double mine = gm_kernels_pack_seconds();
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, product_on_its_thread, &c), 0);
+    pthread_join(th, NULL);
+    cr_assert_gt(c.after, c.before, "the calling thread counts its packing");
+    cr_assert_eq(gm_kernels_pack_seconds(), mine, "another thread's packing is not counted here");
+    gm_pool_free(c.pool);
+    free(X), free(Y), free(W);
+    done();
 }
 
 /*

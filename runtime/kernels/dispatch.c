@@ -424,7 +424,7 @@ static int nk_rows(const mm_job *j, int N, int threads)
     return rows < unit ? unit : (rows + unit - 1) / unit * unit;
 }
 
-static _Atomic unsigned long long pack_ns; /* gm_kernels_pack_seconds */
+static _Thread_local unsigned long long pack_ns; /* gm_kernels_pack_seconds: the packing is timed on the calling thread */
 
 static unsigned long long now_ns(void)
 {
@@ -433,7 +433,7 @@ static unsigned long long now_ns(void)
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-double gm_kernels_pack_seconds(void) { return (double)atomic_load_explicit(&pack_ns, memory_order_relaxed) / 1e9; }
+double gm_kernels_pack_seconds(void) { return (double)pack_ns / 1e9; }
 
 /*
 ** The memory X is packed into, kept from one product to the next: a
@@ -479,7 +479,7 @@ static void matmul_nk(gm_pool *p, mm_job *j)
         pack_job pj = {j, Xp, 0};
         const unsigned long long t0 = now_ns();
         gm_pool_run(p, (j->T + 15) / 16, nk_pack_block, &pj);
-        atomic_fetch_add_explicit(&pack_ns, now_ns() - t0, memory_order_relaxed);
+        pack_ns += now_ns() - t0;
         if (atomic_load_explicit(&pj.inexact, memory_order_relaxed)) {
             pack_give(Xp); /* f32 values: the dot products */
             Xp = NULL;

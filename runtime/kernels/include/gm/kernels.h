@@ -238,7 +238,7 @@ const gm_tier_info *gm_kernels_info(const char *name);
 /* The running tier's gm_kernels_info(NULL)->wform: the form the loader gives the runner (panels, on FMA tiers). */
 gm_wform gm_kernels_wform(void);
 
-/* Seconds spent so far, by every product of this process, making X bf16 (packing it) for the tile products. */
+/* Seconds spent so far by the products this thread called, making X bf16 (packing it) for the tile products. */
 double gm_kernels_pack_seconds(void);
 
 /* The plain reference: one dot product per output, no blocking, one thread. */

@@ -53,8 +53,7 @@ typedef struct rt_profile {
     double attention;   /* scores, softmax, probs . V */
     double elementwise; /* the embedding lookup, the norms, q/k norm and RoPE */
     double lm_head;     /* the final norm's output against the vocabulary */
-    double conversions; /* X made bf16 for the tile products: a part of the projections and the LM head (counted
-                           for the whole process: sessions profiling at once each count the others' too) */
+    double conversions; /* X made bf16 for the tile products: a part of the projections and the LM head */
 } rt_profile;
 
 /*

@@ -904,10 +904,10 @@ int main(int argc, char **argv)
     }
     gm_config cfg;
     r.e->config(&cfg);
-    for (int i = 0; i < r.n_tokens; i++)
+    for (int i = 0; i < r.n_tokens; i++) /* positions from 0, as the runner's, verify's and Python's */
         if (r.tokens[i] < 0 || r.tokens[i] >= cfg.vocab_size) {
             fprintf(stderr, "phase0: --tokens: expected ids in [0, %d) (%s's vocab_size), found %d at position %d\n",
-                    cfg.vocab_size, r.e->id, (int)r.tokens[i], i + 1);
+                    cfg.vocab_size, r.e->id, (int)r.tokens[i], i);
             free(r.tokens);
             return EXIT_USAGE;
         }

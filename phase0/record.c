@@ -60,6 +60,8 @@ const char *p0_md(const char *s, int code, char *out, size_t size)
 #define BEGIN "<!-- phase0:begin -->"
 #define END "<!-- phase0:end -->"
 #define BLOCKER_MARK "<!-- phase0 -->"
+#define HEADING "## Phase 0:"          /* an entry's first line */
+#define PASS_HEADING "## Phase 0: PASS" /* a pass's */
 
 /* The new text is built in a memory stream, then written over the old file. */
 /* The file at path read into *old, and a memory stream for its new text; NULL on failure, st set. */
@@ -121,6 +123,29 @@ static void put_lines(FILE *out, const char *text, const char *eol)
     }
 }
 
+/*
+** The pass recorded in the Phase 0 block's lines [from, to): from its
+** heading to the next entry's or the block's end, blank lines at its end
+** left out (*n bytes); NULL when the block holds none.
+*/
+static const char *recorded_pass(const char *from, const char *to, size_t *n)
+{
+    const char *pass = NULL, *line = from;
+    for (; line < to; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] == '\n')) {
+        if (!pass && strncmp(line, PASS_HEADING, strlen(PASS_HEADING)) == 0)
+            pass = line;
+        else if (pass && strncmp(line, HEADING, strlen(HEADING)) == 0)
+            break;
+    }
+    if (!pass)
+        return NULL;
+    const char *z = line < to ? line : to;
+    while (z > pass && strchr(" \t\r\n", z[-1]))
+        z--;
+    *n = (size_t)(z - pass);
+    return pass;
+}
+
 int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
 {
     char path[4096], *old = NULL, *buf = NULL;
@@ -132,11 +157,19 @@ int p0_record_progress(const char *model_dir, const char *entry, gm_status *st)
     /* the markers as whole lines: a line that only mentions them is the user's */
     const char *b = mark_line(old, old, BEGIN), *e = b ? mark_line(old, b + strlen(BEGIN), END) : NULL;
     const char *eol = strstr(old, "\r\n") ? "\r\n" : "\n"; /* the file's own line ends */
-    if (b && e) { /* replace the previous Phase 0 entry where it stands */
+    if (b && e) { /* replace the previous Phase 0 entry where it stands; a failure keeps the pass before it */
+        const char *body = b + strcspn(b, "\n") + 1; /* (the begin line is ended: the end line follows it) */
+        size_t n = 0;
+        const char *pass = strncmp(entry, PASS_HEADING, strlen(PASS_HEADING)) != 0 ? recorded_pass(body, e, &n) : NULL;
         e += strcspn(e, "\n");
         e += *e == '\n';
         fwrite(old, 1, (size_t)(b - old), out);
-        put_lines(out, BEGIN "\n", eol), put_lines(out, entry, eol), put_lines(out, END "\n", eol);
+        put_lines(out, BEGIN "\n", eol);
+        if (pass) { /* as it stands, its own line ends, then a blank line */
+            fwrite(pass, 1, n, out);
+            fprintf(out, "%s%s", eol, eol);
+        }
+        put_lines(out, entry, eol), put_lines(out, END "\n", eol);
         fputs(e, out);
     } else {
         fprintf(out, "%s%s%s", old, len > 0 && old[len - 1] != '\n' ? eol : "", eol);

@@ -1,8 +1,9 @@
 /*
 ** Recording a Phase 0 verdict in the model's living documents:
-** docs/development_progress/progress.md gets one Phase 0 entry (replaced, not
-** duplicated, when phase0 runs again) and TODO.md gets Phase 0 ticked on a
-** pass, or a blocker under "Active blockers" on a failure.
+** docs/development_progress/progress.md gets one Phase 0 block (replaced, not
+** duplicated, when phase0 runs again; a failure never replaces a recorded
+** pass, it follows it until the next pass) and TODO.md gets Phase 0 ticked on
+** a pass, or a blocker under "Active blockers" on a failure.
 */
 #ifndef GM_PHASE0_RECORD_H
 #define GM_PHASE0_RECORD_H
@@ -15,7 +16,11 @@
 extern "C" {
 #endif
 
-/* Put `entry` (Markdown, several lines) as the Phase 0 block of progress.md in model_dir. */
+/*
+** Put `entry` (Markdown, several lines, its first "## Phase 0: PASS ..." or
+** "## Phase 0: FAIL ...") as the Phase 0 block of progress.md in model_dir: a
+** pass alone; a failure after the pass the block holds, if it holds one.
+*/
 int p0_record_progress(const char *model_dir, const char *entry, gm_status *st);
 
 /*

@@ -141,7 +141,8 @@ Test(phase0, dumps_load_in_numpy_with_the_goldens_shapes)
 /*
 ** Where --dump cannot go is said before the work, not after a whole load and
 ** prefill: one line naming --dump and the path given, no report; a folder
-** not there yet (with its parents) is made.
+** not there yet (with its parents) is made. Tried, not read off the
+** permission bits: root passes access() on /proc, where nothing can be made.
 */
 Test(phase0, dump_to_a_place_it_cannot_write_fails_before_the_run)
 {
@@ -158,11 +159,26 @@ Test(phase0, dump_to_a_place_it_cannot_write_fails_before_the_run)
         cr_expect(strstr(err, want) && tu_lines(err) == 1 && !*out, "%s: %s%s", extra, out, err);
         free(out), free(err);
     }
+    struct stat sb;
+    if (stat("/proc/self", &sb) == 0) { /* a folder missing there, and /proc itself: nothing can be made in it */
+        const char *procs[][2] = {{"/proc/x", "--dump /proc/x: cannot "}, {"/proc", "--dump /proc: cannot "}};
+        for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+            snprintf(extra, sizeof extra, "--tokens 1,2 --no-record --dump %s", procs[i][0]);
+            cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 2, "%s: %s%s", extra, out, err);
+            cr_expect(strstr(err, procs[i][1]) && tu_lines(err) == 1 && !*out, "%s: %s%s", extra, out, err);
+            free(out), free(err);
+        }
+    }
     snprintf(extra, sizeof extra, "--tokens 1,2 --no-record --dump '%s/new/er'", work);
     cr_expect_eq(phase0("llama_untied", weights, extra, &out, &err), 0, "%s", err);
     snprintf(path, sizeof path, "%s/new/er/report.json", work);
     cr_expect(tu_exists(path), "no %s", path);
     free(out), free(err);
+    /* the checks' tries are gone: the folders hold what the run wrote, and nothing else */
+    snprintf(extra, sizeof extra, "ls -A '%s' '%s/new'", work, work);
+    cr_assert_eq(tu_run(extra, &out, NULL), 0);
+    cr_expect(!strstr(out, ".gm-check"), "%s", out);
+    free(out);
     tu_rmtree(work);
 }
 
@@ -800,7 +816,9 @@ Test(phase0, a_mistyped_weights_path_or_a_models_folder_without_the_model_is_one
     snprintf(weights, sizeof weights, "%s/golden/llama_untied", GM_SHARED_DIR);
     const char *const typos[][2] = {{"--prompt 'Hello'", "--prompt and --tokens each choose the prompt"},
                                     {"--instruct", "--instruct and --tokens each choose the prompt"},
-                                    {"--tokens 5,6,100000", "found 100000 at position 3"},
+                                    /* positions from 0, as the runner's (capture's) and verify's messages */
+                                    {"--tokens 5,6,100000", "found 100000 at position 2\n"},
+                                    {"--tokens 384,5", "found 384 at position 0\n"},
                                     /* a prompt that is not text: the typo is the user's, not the tokenizer's */
                                     {"--prompt \"$(printf 'ab\\377cd')\"",
                                      "--prompt: expected UTF-8 text, found byte 0xff at offset 2"}};
@@ -864,6 +882,48 @@ static int occurrences(const char *s, const char *needle)
     for (const char *p = s; (p = strstr(p, needle)); p += strlen(needle))
         n++;
     return n;
+}
+
+/*
+** A failing run after a pass (Phase 0's "recording a pass"): the recorded
+** PASS entry stays as it was, the FAIL entry after it; a second failure
+** replaces only the first; the next pass replaces both.
+*/
+Test(phase0, a_failure_after_a_pass_keeps_the_recorded_pass, .timeout = 120)
+{
+    char *work = tu_tmpdir(), models[4400], cmd[16384], good[4400], empty[4400], path[4500], *out = NULL, *err = NULL;
+    snprintf(models, sizeof models, "%s/models", work);
+    snprintf(empty, sizeof empty, "%s/empty", work); /* no weights: gate 1 fails */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s' && cp -r '%s/llama_untied' '%s/'", models, empty, GM_GOLDEN_MODELS,
+             models);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(good, sizeof good, "%s/golden/llama_untied", GM_SHARED_DIR);
+    snprintf(path, sizeof path, "%s/llama_untied/docs/development_progress/progress.md", models);
+    char *toks = tg_tokens_arg("llama_untied"), extra[16384], *pass = NULL;
+    snprintf(extra, sizeof extra, "%s --models '%s'", toks, models);
+    const struct { const char *weights; int rc, passes, fails; } runs[] = {
+        {good, 0, 1, 0}, {empty, 1, 1, 1}, {empty, 1, 1, 1}, {good, 0, 1, 0}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cr_assert_eq(phase0("llama_untied", runs[i].weights, extra, &out, &err), runs[i].rc, "run %zu: %s%s", i, out,
+                     err);
+        free(out), free(err);
+        char *progress = tu_read(path, NULL);
+        const char *p = strstr(progress, "## Phase 0: PASS"), *f = strstr(progress, "## Phase 0: FAIL");
+        cr_assert(occurrences(progress, "## Phase 0: PASS") == runs[i].passes &&
+                      occurrences(progress, "## Phase 0: FAIL") == runs[i].fails &&
+                      occurrences(progress, "<!-- phase0:begin -->") == 1 && (!f || (p && p < f)),
+                  "run %zu: expected %d PASS and then %d FAIL entries:\n%s", i, runs[i].passes, runs[i].fails,
+                  progress);
+        if (i == 0) /* the entry as the pass wrote it, to its last line */
+            pass = strndup(p, (size_t)(strstr(p, "<!-- phase0:end -->") - p));
+        else if (runs[i].fails)
+            cr_assert(strstr(progress, pass) && strstr(progress, "- Baseline: not run: the weights did not load\n"),
+                      "run %zu: the pass is not as it was recorded:\n%s\nin\n%s", i, pass, progress);
+        free(progress);
+    }
+    free(pass);
+    free(toks);
+    tu_rmtree(work);
 }
 
 Test(phase0, a_path_or_prompt_that_holds_lines_or_marks_is_recorded_on_its_line)

@@ -187,6 +187,40 @@ static void parent_of(char *p)
         slash[slash == p] = '\0';
 }
 
+/*
+** An entry made in dir as the work will make its first one, a folder
+** (mkdir) or a file, and taken away again: 0, or -1 with errno. The
+** permission bits access() reads are not all: root passes them where the
+** file system still refuses (/proc, a FUSE or network mount's own rules).
+*/
+static int try_entry(const char *dir, int folder)
+{
+    char base[4200], tmp[4300];
+    if (snprintf(base, sizeof base, "%s/.gm-check", dir) >= (int)sizeof base) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (int tries = 0; tries < 16; tries++) { /* (a name taken is a killed run's: the next serial) */
+        if (gm_tmp_name(tmp, sizeof tmp, base) != 0) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (folder) {
+            if (mkdir(tmp, 0700) == 0)
+                return rmdir(tmp);
+        } else {
+            const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            if (fd >= 0) {
+                close(fd);
+                return unlink(tmp);
+            }
+        }
+        if (errno != EEXIST)
+            return -1;
+    }
+    return -1;
+}
+
 int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st)
 {
     struct stat sb;
@@ -198,17 +232,23 @@ int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st
         return gm_fail(st, GM_EIO, "%s %s: expected %s, found %s", opt, path, as_dir ? "a folder" : "a file",
                        as_dir ? "a file" : "a folder");
     /* the folder written in: path, a folder that exists, or else the nearest one above it that exists */
+    int up = 0; /* how many folders above path it is */
     for (int here = exists && as_dir; !here;) {
         const int top = strcmp(dir, ".") == 0 || strcmp(dir, "/") == 0;
         parent_of(dir);
-        if (stat(dir, &sb) == 0)
-            break;
-        if (errno != ENOENT || top)
+        up++;
+        here = stat(dir, &sb) == 0;
+        if (!here && (errno != ENOENT || top))
             return gm_fail(st, GM_EIO, "%s %s: %s: %s", opt, path, dir, strerror(errno));
     }
     if (!S_ISDIR(sb.st_mode))
         return gm_fail(st, GM_EIO, "%s %s: %s is a file, expected a folder", opt, path, dir);
     if (access(dir, W_OK | X_OK) != 0)
         return gm_fail(st, GM_EIO, "%s %s: cannot write in %s: %s", opt, path, dir, strerror(errno));
+    /* the first thing the work makes there: the file (path's own folder) or else a folder */
+    const int folder = up > (as_dir ? 0 : 1);
+    if (try_entry(dir, folder) != 0)
+        return gm_fail(st, GM_EIO, "%s %s: cannot %s in %s: %s", opt, path, folder ? "make a folder" : "write a file",
+                       dir, strerror(errno));
     return 0;
 }

@@ -71,8 +71,11 @@ int gm_mkdir_p(const char *dir, gm_status *st);
 ** file path (as_dir 0) or make the folder path and write into it (as_dir 1).
 ** path must not be a folder (a file) or must be one (a folder) if it
 ** exists, and the nearest folder above it that exists (the folder itself,
-** for one that exists) must be a folder this process may write in. 0, or
-** GM_EIO with one line naming opt (the option, "--dump") and path as given.
+** for one that exists) must be a folder this process may write in: tried,
+** by making there what the work makes first (a file in path's own folder,
+** else a folder) and removing it at once, since the permission bits do not
+** say all (root passes them on /proc). 0, or GM_EIO with one line naming
+** opt (the option, "--dump") and path as given.
 */
 int gm_check_output(const char *opt, const char *path, int as_dir, gm_status *st);
 

@@ -17,6 +17,9 @@
 #include "gm/safetensors.h"
 #include "json2lua.h"
 
+/* every snapshot/ copy fits too: regen reads back whatever gen-model wrote */
+_Static_assert(GM_GEN_FILE_MAX >= ST_MAX_HEADER + 8, "a header copy must fit in GM_GEN_FILE_MAX");
+
 typedef struct call {
     int config_only; /* run gen.check_config instead of gen.generate */
     const gm_snapshot *snap;
@@ -57,16 +60,18 @@ static int load_embedded(lua_State *L)
 
 /*
 ** require("gm.runtime"): what the generated code must agree on with the
-** runtime, from its one definition in C: the ABI version, GM_MAX_EOS and the
-** reserved model ids (a set: reserved.gm == true).
+** runtime, from its one definition in C: the ABI version, GM_MAX_EOS, the
+** reserved model ids (a set: reserved.gm == true), and GM_GEN_FILE_MAX.
 */
 static int open_runtime(lua_State *L)
 {
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
     lua_pushinteger(L, GM_RUNTIME_ABI);
     lua_setfield(L, -2, "abi");
     lua_pushinteger(L, GM_MAX_EOS);
     lua_setfield(L, -2, "max_eos");
+    lua_pushinteger(L, GM_GEN_FILE_MAX);
+    lua_setfield(L, -2, "max_file");
     lua_newtable(L);
     for (const char *const *r = gm_reserved_ids; *r; r++) {
         lua_pushboolean(L, 1);

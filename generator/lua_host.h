@@ -13,6 +13,13 @@
 #include "gm/status.h"
 #include "snapshot.h"
 
+/*
+** The largest file gen-model writes into models/<id>/, and so the most regen reads back of one:
+** a rendered output (gen.lua refuses a larger one, naming it) or a snapshot/ copy (a
+** safetensors header is at most ST_MAX_HEADER + 8 bytes, config.json and an index 64 MiB).
+*/
+#define GM_GEN_FILE_MAX (128u << 20)
+
 typedef struct gm_gen_file {
     char *path;  /* relative to models/<id>/ */
     char *text;
@@ -46,7 +53,8 @@ int gm_check_config(const gm_snapshot *snap, const gm_gen_options *opt, gm_confi
 ** Check the snapshot (scope, Config, tensors) and render every output.
 ** Errors keep the message the generator gives; the code tells a refusal
 ** (GM_EUNSUPPORTED) from bad input (GM_EFORMAT, GM_EMISSING, GM_ESHAPE,
-** GM_EDTYPE) and from a bug in a template or the generator (GM_ELUA).
+** GM_EDTYPE) and from a bug in a template or the generator (GM_ELUA). An
+** output over GM_GEN_FILE_MAX bytes is GM_EFORMAT, naming it.
 */
 int gm_generate(const gm_snapshot *snap, const gm_gen_options *opt,
                 gm_gen_result *out, gm_status *st);

@@ -83,12 +83,10 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
         if (make_parents(path, st))
             return st->code;
         if (f->keep && is_regular(old)) {
-            char *text = NULL;
-            size_t len = 0;
-            if (gm_read_file(old, 64u << 20, &text, &len, st))
-                return st->code;
-            gm_write_file(path, text, len, st);
-            free(text);
+            /* a living document, phase0's record of any size: linked in as it is, as the user's files are */
+            if (link(old, path) != 0)
+                return gm_fail(st, GM_EIO, "%s: cannot keep it in the new folder (a hard link to %s): %s", old, path,
+                               strerror(errno));
         } else {
             gm_write_file(path, f->text, f->len, st);
         }

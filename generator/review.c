@@ -13,10 +13,12 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 
 #include "diff.h"
@@ -143,26 +145,87 @@ static void subdirs(const char *dir, strlist *out)
         qsort(out->v, out->n, sizeof *out->v, cmp_str);
 }
 
-/* "a/" + path, for diff labels a patch tool applies from where gen-model ran. */
+/* "a/" + path (relative), for diff labels a patch tool applies from where gen-model ran: no "." or empty parts. */
 static void label(char *out, size_t size, const char *side, const char *path)
 {
-    while (path[0] == '.' && path[1] == '/')
-        path += 2;
-    while (path[0] == '/')
-        path++;
-    snprintf(out, size, "%s/%s", side, path);
+    size_t n = (size_t)snprintf(out, size, "%s", side);
+    for (const char *p = path; *p && n < size;) {
+        while (*p == '/')
+            p++;
+        const size_t k = strcspn(p, "/");
+        if (k && !(k == 1 && p[0] == '.'))
+            n += (size_t)snprintf(out + n, size - n, "/%.*s", (int)k, p);
+        p += k;
+    }
 }
 
-/* The whole of a plain file, or NULL (with *exists saying whether anything is at path). */
-static char *read_old(const char *path, size_t *len, int *exists, gm_status *st)
+/* What follows dir/ in path ("" for dir itself), or NULL when path is not in dir. */
+static const char *inside(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 0 && dir[n - 1] == '/')
+        n--;
+    if (strncmp(path, dir, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+        return NULL;
+    return path + n + (path[n] == '/');
+}
+
+/*
+** The folder of models as the diff labels name it: relative to the working folder, so that a label
+** is a path to open (and to patch) from where gen-model ran, whichever way --models was given. A
+** relative one as it is; an absolute one in the working folder ($PWD/models) as the relative one
+** would be (models), one elsewhere as the way there (../other/models). Malloc'd, or NULL.
+*/
+static char *label_base(const char *models)
+{
+    char cwd[PATH_MAX];
+    const char *pwd = getenv("PWD"), *rest;
+    struct stat a, b;
+    if (models[0] != '/' || !getcwd(cwd, sizeof cwd))
+        return strdup(models);
+    if ((pwd && pwd[0] == '/' && stat(pwd, &a) == 0 && stat(".", &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino && (rest = inside(models, pwd))) || /* $PWD: as the shell names it, through links */
+        (rest = inside(models, cwd)))
+        return strdup(rest);
+    char *real = realpath(models, NULL), *out = NULL;
+    if (!real)
+        return strdup(models);
+    if ((rest = inside(real, cwd))) {
+        out = strdup(rest);
+    } else { /* up from the working folder to the one both are in, then down */
+        size_t common = 0, i = 0, ups = 0;
+        for (; cwd[i] && cwd[i] == real[i]; i++)
+            if (cwd[i] == '/')
+                common = i;
+        if (cwd[i] == '/' && real[i] == '\0')
+            common = i;
+        for (const char *p = cwd + common; *p; p++)
+            ups += *p == '/';
+        const char *down = real + common + (real[common] == '/');
+        if ((out = malloc(3 * ups + strlen(down) + 1)) != NULL) {
+            out[0] = '\0';
+            for (size_t u = 0; u < ups; u++)
+                strcat(out, "../");
+            strcat(out, down);
+        }
+    }
+    free(real);
+    return out;
+}
+
+/*
+** The whole of a plain file, or NULL (with *exists saying whether anything is at path, and *size its
+** size when it is a plain file larger than any gen-model writes, GM_GEN_FILE_MAX: not read, else 0).
+*/
+static char *read_old(const char *path, size_t *len, int *exists, long long *size, gm_status *st)
 {
     struct stat sb;
     char *text = NULL;
     *exists = lstat(path, &sb) == 0;
-    if (!*exists || !S_ISREG(sb.st_mode))
+    *size = *exists && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > GM_GEN_FILE_MAX ? (long long)sb.st_size : 0;
+    if (!*exists || !S_ISREG(sb.st_mode) || *size)
         return NULL;
-    gm_status ignored = {0};
-    if (gm_read_file(path, 64u << 20, &text, len, st ? st : &ignored))
+    if (gm_read_file(path, GM_GEN_FILE_MAX, &text, len, st))
         return NULL;
     return text;
 }
@@ -172,6 +235,7 @@ static char *read_old(const char *path, size_t *len, int *exists, gm_status *st)
 
 typedef struct regen_run {
     const char *models; /* the folder of models */
+    char *shown;        /* models as diff labels name it (label_base) */
     int check;
     gm_gen_options opt;
     gm_sources src;
@@ -214,11 +278,12 @@ static void walk_files(const char *dir, const char *rel, int depth, strlist *out
 static int compare(regen_run *r, const char *folder, const char *rel, const char *text, size_t len,
                    strlist *changed, gm_status *st)
 {
-    char path[PATH_MAX], la[PATH_MAX + 8], lb[PATH_MAX + 8];
+    char path[PATH_MAX], shown[2 * PATH_MAX], la[2 * PATH_MAX + 8], lb[2 * PATH_MAX + 8];
     size_t old_len = 0;
+    long long big;
     int exists;
     snprintf(path, sizeof path, "%s/%s", folder, rel);
-    char *old = read_old(path, &old_len, &exists, st);
+    char *old = read_old(path, &old_len, &exists, &big, st);
     if (st->code) {
         free(old);
         return st->code;
@@ -228,15 +293,21 @@ static int compare(regen_run *r, const char *folder, const char *rel, const char
         free(old);
         return gm_model_file_refuse(path, rel, st);
     }
-    if (exists && !old) { /* a folder, a link or another special file where text belongs: the swap replaces it */
+    if (big) { /* no file gen-model wrote (it writes none this large), but one with its mark: the swap replaces it */
+        differs = 1;
+        if (r->check)
+            printf("%s: %s is %lld bytes, more than gen-model writes (at most %u); its diff is not shown\n", path, rel,
+                   big, GM_GEN_FILE_MAX);
+    } else if (exists && !old) { /* a folder, a link or another special file where text belongs: the swap replaces it */
         differs = 1;
         if (r->check)
             printf("%s: %s is not a plain file%s\n", path, rel, text ? "" : " and is not generated");
     } else if (!r->check) {
         differs = (old == NULL) != (text == NULL) || (old && (old_len != len || memcmp(old, text, len) != 0));
     } else {
-        label(la, sizeof la, "a", path);
-        label(lb, sizeof lb, "b", path);
+        snprintf(shown, sizeof shown, "%s/%s", r->shown, path + strlen(r->models)); /* path is models/<id>/rel */
+        label(la, sizeof la, "a", shown);
+        label(lb, sizeof lb, "b", shown);
         differs = gm_diff_print(stdout, old ? la : "/dev/null", old, old_len, text ? lb : "/dev/null", text, len, st);
         if (differs < 0) {
             free(old);
@@ -400,7 +471,10 @@ int gm_regen_main(int argc, char **argv)
             return GM_EXIT_USAGE;
         }
     }
-    if (gm_command_start()) {
+    if (!(r.shown = label_base(r.models)) || gm_command_start()) {
+        if (!r.shown)
+            fprintf(stderr, "gen-model: regen: out of memory\n");
+        free(r.shown);
         strlist_free(&ids);
         return GM_EXIT_INTERNAL;
     }
@@ -443,6 +517,7 @@ int gm_regen_main(int argc, char **argv)
     }
     strlist_free(&ids);
     strlist_free(&r.stale);
+    free(r.shown);
     gm_sources_free(&r.src);
     gm_command_end();
     return rc;
@@ -455,6 +530,7 @@ typedef struct preview_run {
     gm_gen_options base, with; /* the built-in templates, DIR's */
     gm_sources src;
     int n_models, first_error;
+    int n_fetched; /* Hub repo ids read (rendered or refused): the transfer summary is theirs */
     strlist changes, refused, failed;
 } preview_run;
 
@@ -494,6 +570,9 @@ static void preview_one(preview_run *p, const char *source)
     if (gm_source_read(&p->src, source, NULL, &base, &snap, &from_hub, &st) == 0) {
         base.name = snap.name;
         gm_generate(&snap, &base, &a, &st);
+        p->n_fetched += from_hub;
+    } else if (st.code == GM_EUNSUPPORTED) {
+        p->n_fetched += from_hub; /* its config.json came, and said no */
     }
     if (st.code) {
         if (st.code == GM_EUNSUPPORTED) {
@@ -648,7 +727,8 @@ int gm_preview_main(int argc, char **argv)
         print_list("refused", &p.refused);
         if (p.failed.n)
             print_list("failed", &p.failed);
-        gm_sources_report(&p.src);
+        if (p.n_fetched) /* as after a scaffold: the transfer of a source read, not of failures alone */
+            gm_sources_report(&p.src);
     }
     strlist_free(&p.changes);
     strlist_free(&p.refused);

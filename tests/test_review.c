@@ -5,9 +5,12 @@
 */
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -41,6 +44,19 @@ static int gm(char **out, char **err, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(cmd, sizeof cmd, "'%s' %s", GM_GEN_MODEL, args);
+    return tu_run(cmd, out, err);
+}
+
+/* gen-model run in folder dir, with the arguments fmt makes. */
+static int gm_in(const char *dir, char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int gm_in(const char *dir, char **out, char **err, const char *fmt, ...)
+{
+    char args[12000], cmd[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", dir, GM_GEN_MODEL, args);
     return tu_run(cmd, out, err);
 }
 
@@ -128,14 +144,13 @@ Test(review, an_edited_template_fails_check_with_the_diff_and_regen_then_fixes_i
     tu_write(path, "recorded by phase0\n", 19);
     char *before = tu_tree_hash(models);
 
-    cr_assert_eq(gm(&out, &err, "regen --check --models '%s' --templates '%s'", models, tmpl), 1, "%s%s", out,
+    cr_assert_eq(gm_in(work, &out, &err, "regen --check --models '%s' --templates '%s'", models, tmpl), 1, "%s%s", out,
                  err);
     char *after = tu_tree_hash(models);
     cr_expect_str_eq(before, after, "regen --check wrote something");
-    /* the unified diff of exactly the one file of the one model the edit touches */
+    /* the unified diff of exactly the one file of the one model the edit touches, named from where gen-model ran */
     char want[8800];
-    snprintf(want, sizeof want, "--- a%s/qwen3_0_6b/qwen3_0_6b_weights.h\n+++ b%s/qwen3_0_6b/qwen3_0_6b_weights.h\n",
-             models, models);
+    snprintf(want, sizeof want, "--- a/models/qwen3_0_6b/qwen3_0_6b_weights.h\n+++ b/models/qwen3_0_6b/qwen3_0_6b_weights.h\n");
     cr_expect(strstr(out, want), "no '%s' in:\n%s", want, out);
     cr_expect(strstr(out, "\n+/* q_norm and k_norm: per-head RMSNorms */\n"), "%s", out);
     cr_expect_eq(count(out, "\n--- "), 1, "%s", out); /* the diff's first line starts the output */
@@ -329,6 +344,158 @@ Test(review, regen_bad_input_is_one_line_and_the_other_models_go_on)
     }
 }
 
+/* A hand edit of a generated file, so that regen --check prints a diff. */
+static void hand_edit(void)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h", models);
+    char *text = tu_read(path, NULL);
+    text[0] = '#';
+    tu_write(path, text, strlen(text));
+    free(text);
+}
+
+/*
+** The diff's labels name the file from where gen-model ran (as a patch tool applies them), whichever way
+** --models names the folder: $PWD/models as models does, a folder elsewhere as the way there.
+*/
+Test(review, check_labels_are_paths_from_the_working_folder_however_models_is_given)
+{
+    char *out = NULL, *err = NULL, cmd[9000], sub[4400], here[4400];
+    copy_models();
+    hand_edit();
+    snprintf(sub, sizeof sub, "%s/sub", work);
+    snprintf(here, sizeof here, "%s/here", work); /* a link to work: the shell's $PWD goes through it */
+    snprintf(cmd, sizeof cmd, "mkdir '%s' && ln -s . '%s'", sub, here);
+    cr_assert_eq(system(cmd), 0);
+    static const char file[] = "/qwen2_1_5b/qwen2_1_5b_cpu_helpers.h\n";
+    const struct {
+        const char *in, *models, *shown;
+    } cases[] = {
+        {work, "models", "models"},          {work, "'%s'", "models"},   {work, "models/", "models"},
+        {work, "./models//.", "models"},     {sub, "'%s'", "../models"}, {sub, "../models", "../models"},
+        {here, "\"$PWD/models\"", "models"}, {here, "'%s'", "models"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char arg[4400], want[9000];
+        snprintf(arg, sizeof arg, cases[i].models, models);
+        const int rc = gm_in(cases[i].in, &out, &err, "regen --check --models %s qwen2_1_5b", arg);
+        cr_expect_eq(rc, 1, "in %s, --models %s: exit %d\n%s%s", cases[i].in, arg, rc, out, err);
+        snprintf(want, sizeof want, "--- a/%s%s+++ b/%s%s", cases[i].shown, file, cases[i].shown, file);
+        cr_expect(strstr(out, want), "in %s, --models %s: no '%s' in:\n%s", cases[i].in, arg, want, out);
+        free(out), free(err);
+    }
+}
+
+/* models/<id>/snapshot/ with its header padded to 65 MB, as a safetensors header may be: gen-model writes it. */
+static void big_header_model(void)
+{
+    char src[4400], path[4500];
+    snprintf(src, sizeof src, "%s/src", work);
+    tu_copy_dir(GM_SOURCE_DIR "/models/qwen2_0_5b/snapshot", src);
+    snprintf(path, sizeof path, "%s/model.safetensors.head", src);
+    size_t len;
+    char *head = tu_read(path, &len);
+    uint64_t n;
+    memcpy(&n, head, 8);
+    const size_t pad = 65u << 20, big = 8 + n + pad;
+    char *bytes = malloc(big);
+    cr_assert_not_null(bytes);
+    memcpy(bytes, head, 8 + n);
+    memset(bytes + 8 + n, ' ', pad); /* the spaces a header may end in */
+    n += pad;
+    memcpy(bytes, &n, 8);
+    tu_write(path, bytes, big);
+    free(bytes);
+    free(head);
+    char *out = NULL, *err = NULL;
+    cr_assert_eq(gm(&out, &err, "'%s' --out '%s'", src, models), 0, "%s%s", out, err);
+    free(out), free(err);
+}
+
+/* What gen-model wrote, it reads back: a snapshot/ copy over 64 MB is checked and regenerated like any other. */
+Test(review, regen_and_check_read_back_a_header_copy_over_64_mb)
+{
+    char *out = NULL, *err = NULL, want[4600];
+    big_header_model();
+    snprintf(want, sizeof want, "%s/qwen2_0_5b: unchanged\n", models);
+    for (int check = 1; check >= 0; check--) {
+        const int rc = gm(&out, &err, "regen %s--models '%s'", check ? "--check " : "", models);
+        cr_expect_eq(rc, 0, "check %d: exit %d\n%s%s", check, rc, out, err);
+        cr_expect(strstr(out, want), "check %d: %s%s", check, out, err);
+        free(out), free(err);
+    }
+}
+
+/* A living document of any size (phase0's record grows) is kept by regen, not read under a cap that fails it. */
+Test(review, regen_keeps_a_living_document_over_64_mb)
+{
+    char *out = NULL, *err = NULL, path[4400], want[4600];
+    copy_models();
+    edit_templates();
+    snprintf(path, sizeof path, "%s/qwen3_0_6b/docs/development_progress/progress.md", models);
+    cr_assert_eq(truncate(path, 65 << 20), 0); /* sparse: 65 MB that take no room */
+    const int rc = gm(&out, &err, "regen --models '%s' --templates '%s' qwen3_0_6b", models, tmpl);
+    cr_expect_eq(rc, 0, "exit %d\n%s%s", rc, out, err);
+    snprintf(want, sizeof want, "%s/qwen3_0_6b: rewrote qwen3_0_6b_weights.h\n", models);
+    cr_expect(strstr(out, want), "%s%s", out, err);
+    struct stat sb;
+    cr_expect(stat(path, &sb) == 0 && sb.st_size == 65 << 20, "%s: not kept as it was", path);
+    free(out), free(err);
+}
+
+/*
+** gen-model writes no file over GM_GEN_FILE_MAX (128 MiB), the most regen reads back: a template rendering more is
+** one line naming the file and the limit, in preview and regen --check alike. A file with gen-model's mark that
+** large was not written by it: --check says so instead of a diff, regen replaces it.
+*/
+Test(review, a_file_over_what_gen_model_writes_is_named_with_the_limit)
+{
+    char *out = NULL, *err = NULL, path[4400];
+    copy_models();
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    snprintf(path, sizeof path, "%s/cpu_helpers.h.tmpl", tmpl);
+    char *text = tu_read(path, NULL), *nl = strchr(text, '\n');
+    const size_t line = 1u << 20, n = strlen(text) + line + 64;
+    char *edited = malloc(n), *long_line = malloc(line + 1);
+    memset(long_line, 'x', line);
+    long_line[line] = '\0';
+    snprintf(edited, n, "%.*s@for _ = 1, 130 do\n// %s\n@end\n%s", (int)(nl + 1 - text), text, long_line, nl + 1);
+    tu_write(path, edited, strlen(edited));
+    free(long_line), free(edited), free(text);
+    static const char what[] = "/cpu_helpers.h.tmpl: renders qwen2_0_5b_cpu_helpers.h as ",
+                      why[] = " bytes, more than gen-model writes into a model folder (at most 134217728, what regen "
+                              "reads back)\n";
+    int rc = gm(&out, &err, "preview --templates '%s' '%s/qwen2_0_5b/snapshot'", tmpl, models);
+    cr_expect_eq(rc, 1, "exit %d\n%s%s", rc, out, err);
+    cr_expect(strstr(out, what) && strstr(out, why), "%s%s", out, err);
+    free(out), free(err);
+    rc = gm(&out, &err, "regen --check --models '%s' --templates '%s' qwen2_0_5b", models, tmpl);
+    cr_expect_eq(rc, 1, "exit %d\n%s%s", rc, out, err);
+    cr_expect(strstr(err, what) && strstr(err, why) && tu_lines(err) == 1, "%s%s", out, err);
+    free(out), free(err);
+
+    /* 129 MiB (sparse) that start as gen-model's files do */
+    static const char mark[] = "// Code generated by gen-model from templates/weights.c.tmpl; DO NOT EDIT.\n";
+    snprintf(path, sizeof path, "%s/qwen2_0_5b/qwen2_0_5b_weights.c", models);
+    tu_write(path, mark, strlen(mark));
+    cr_assert_eq(truncate(path, 129 << 20), 0);
+    rc = gm(&out, &err, "regen --check --models '%s' qwen2_0_5b", models);
+    cr_expect_eq(rc, 1, "exit %d\n%s%s", rc, out, err);
+    char want[4600];
+    snprintf(want, sizeof want, "%s/qwen2_0_5b/qwen2_0_5b_weights.c: qwen2_0_5b_weights.c is 135266304 bytes, more "
+             "than gen-model writes (at most 134217728); its diff is not shown\n", models);
+    cr_expect(strstr(out, want), "%s%s", out, err);
+    cr_expect(strstr(out, "qwen2_0_5b: would change qwen2_0_5b_weights.c\n"), "%s", out);
+    free(out), free(err);
+    rc = gm(&out, &err, "regen --models '%s' qwen2_0_5b", models);
+    cr_expect_eq(rc, 0, "exit %d\n%s%s", rc, out, err);
+    cr_expect(strstr(out, "qwen2_0_5b: rewrote qwen2_0_5b_weights.c\n"), "%s", out);
+    free(out), free(err);
+    cr_expect_eq(gm(&out, &err, "regen --check --models '%s' qwen2_0_5b", models), 0, "%s%s", out, err);
+    free(out), free(err);
+}
+
 /* ---------------------------------------------------------------------- */
 /* preview */
 
@@ -391,6 +558,40 @@ Test(review, preview_of_the_shared_hub_names_exactly_the_models_and_files_an_edi
     free(after);
     free(out);
     free(err);
+}
+
+/*
+** Hub repo ids that all fail (one the Hub has not, a gated one without a token): their failures are the output,
+** with no transfer summary claiming work; a source read (here a refusal) has it again. The Hub is
+** tests/fakehub.py serving ../shared/hub.
+*/
+Test(review, preview_prints_no_transfer_summary_when_every_hub_source_failed)
+{
+    char *out = NULL, *err = NULL, cmd[16384];
+    tu_copy_dir(GM_SOURCE_DIR "/templates", tmpl);
+    const char *const runs[][2] = {
+        {"no/such-repo meta-llama/Llama-3.2-1B", "preview: 2 failed:\n"},
+        {"no/such-repo google-t5/t5-small", "preview: 1 refused:\n"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && { python3 '%s/tests/fakehub.py' --root '%s' --ready-file ready.json --log hub.log "
+                 "--max-seconds 60 >/dev/null 2>&1 & hub=$!; }; i=0; while [ ! -s ready.json ] && [ $i -lt 400 ]; do "
+                 "sleep 0.05; i=$((i+1)); done; port=$(sed -n 's/.*\"hub\": *\\([0-9]*\\).*/\\1/p' ready.json); "
+                 "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_TOKEN_PATH -u HF_HUB_OFFLINE -u HF_HUB_CACHE "
+                 "-u XDG_CACHE_HOME HF_HOME='%s/home' HF_ENDPOINT=http://127.0.0.1:$port GM_HUB_RETRY_MS=20 '%s' "
+                 "preview --templates '%s' %s; rc=$?; kill $hub; wait $hub; rm -f ready.json; exit $rc",
+                 work, GM_SOURCE_DIR, GM_SHARED_DIR, work, GM_GEN_MODEL, tmpl, runs[i][0]);
+        const int rc = tu_run(cmd, &out, &err);
+        cr_expect_eq(rc, 5, "%s: exit %d\n%s%s", runs[i][0], rc, out, err);
+        cr_expect(strstr(out, "preview: 0 models rendered") && strstr(out, runs[i][1]), "%s: %s", runs[i][0], out);
+        if (i == 0)
+            cr_expect_str_eq(err, "", "%s: nothing was fetched", runs[i][0]);
+        else
+            cr_expect(strstr(err, "gen-model: ") && strstr(err, " bytes in 2 requests from http://127.0.0.1:") &&
+                      tu_lines(err) == 1, "%s: %s", runs[i][0], err);
+        free(out), free(err);
+    }
 }
 
 Test(review, preview_lists_a_source_that_fails_and_goes_on)

@@ -28,6 +28,7 @@ local M = {}
 local FLOAT_DTYPES = { BF16 = true, F16 = true, F32 = true }
 local RESERVED = require("gm.runtime").reserved -- the set of gm_reserved_ids (hub/snapshot.c)
 local RUNTIME_ABI = require("gm.runtime").abi -- GM_RUNTIME_ABI (gm/status.h): the generated code's contract
+local MAX_FILE = require("gm.runtime").max_file -- GM_GEN_FILE_MAX (lua_host.h): the most regen reads back of a file
 
 -- The C identifier of a repo: its name lower-cased, every run of other
 -- characters turned into '_' (Qwen/Qwen2-1.5B -> qwen2_1_5b).
@@ -474,6 +475,10 @@ function M.generate(snap, templates, templates_dir)
     if not o.keep and text:sub(1, #mark) ~= mark then
       error(name .. ": its output must start with '" .. mark .. "' (how gen-model tells its files in models/<id>/ "
         .. "from yours); put anything else after that line", 0)
+    end
+    if #text > MAX_FILE then
+      E.raise("format", "%s: renders %s as %d bytes, more than gen-model writes into a model folder (at most %d, "
+        .. "what regen reads back)", name, o.path, #text, MAX_FILE)
     end
     files[#files + 1] = { path = o.path, text = text, keep = o.keep or false }
   end

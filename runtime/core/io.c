@@ -192,9 +192,17 @@ static void parent_of(char *p)
 ** (mkdir) or a file, and taken away again: 0, or -1 with errno. The
 ** permission bits access() reads are not all: root passes them where the
 ** file system still refuses (/proc, a FUSE or network mount's own rules).
+** Where the file system makes unnamed files (O_TMPFILE: ext4, xfs, btrfs,
+** tmpfs) one of those is the try, so a run killed meanwhile leaves no name
+** behind; elsewhere a hidden name, removed at once.
 */
 static int try_entry(const char *dir, int folder)
 {
+    const int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        return close(fd), 0;
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+        return -1; /* the file system would make it but refuses: read-only, no room, not allowed */
     char base[4200], tmp[4300];
     if (snprintf(base, sizeof base, "%s/.gm-check", dir) >= (int)sizeof base) {
         errno = ENAMETOOLONG;

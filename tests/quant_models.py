@@ -14,6 +14,9 @@ dequantizes them to (expected/, the bits as <i4), computed here with numpy and n
         off-by-one        layer 1's k_proj.qweight one row longer
         unknown-method    quant_method "bitsandbytes"
         config-over-bf16  SRC's quantization_config over the bf16 golden GOLDEN (DST's only argument left: GOLDEN)
+        g-idx-some-layers a g_idx for layer 1's q_proj alone (a GPTQ model without desc_act, whose layer 0 has none)
+        not-convert-quantized  modules_to_not_convert ["mlp"] over quantized MLP projections
+        block-size-mismatch    FP8's weight_block_size [64, 64] over scales made for another
 
 The models, each from the golden named after it:
   awq_llama3       llama3_tied, AWQ GEMM, group 32, BF16 scales (as mlir-air's AMD Llama-3.2 checkpoint)
@@ -348,6 +351,14 @@ def brk(src, dst, mode):
     elif mode == "g-idx-out-of-range":  # a desc_act checkpoint whose g_idx names a group past the last
         dtype, a = tensors["model.layers.0.self_attn.q_proj.g_idx"]
         tensors["model.layers.0.self_attn.q_proj.g_idx"] = (dtype, a + 100)
+    elif mode == "g-idx-some-layers":  # groups the generated loader would never read: refused, not ignored
+        n_in = tensors["model.layers.1.self_attn.q_proj.qweight"][1].shape[0] * 8
+        groups = tensors["model.layers.1.self_attn.q_proj.scales"][1].shape[0]
+        tensors["model.layers.1.self_attn.q_proj.g_idx"] = ("I32", (np.arange(n_in) % groups).astype(np.int32))
+    elif mode == "not-convert-quantized":
+        cfg["quantization_config"]["modules_to_not_convert"] = ["mlp"]
+    elif mode == "block-size-mismatch":
+        cfg["quantization_config"]["weight_block_size"] = [64, 64]
     elif mode == "block-size-zero":
         cfg["quantization_config"]["weight_block_size"] = [0, 64]
     elif mode == "one-layer-plain":  # layer 1's q_proj kept in bf16, named in modules_to_not_convert (transformers loads it)

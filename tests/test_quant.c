@@ -247,8 +247,8 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
          "is missing (AWQ: scales, a row a group of inputs, F16 or BF16 [3, 96]; config.json's quantization_config says "
          "awq)\n"},
         {"wrong-group", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qzeros' has "
-         "shape [3, 12], expected [6, 12] (AWQ: 4-bit zero points, a row a group of inputs, packed as qweight, with group "
-         "size 16)\n"},
+         "shape [3, 12], expected [6, 12] (AWQ: 4-bit zero points, a row a group of inputs, packed as qweight, with "
+         "group_size 16)\n"},
         {"off-by-one", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.1.self_attn.k_proj.qweight' has "
          "shape [97, 12], expected [96, 12] (AWQ: "},
         {"unknown-method", "gptq_llama", 3, "quantization method 'bitsandbytes' is not supported (config.json: "
@@ -256,6 +256,16 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
         {"one-layer-plain", "awq_llama3", 3, "gen-model: %s/model.safetensors: 'model.layers.1.self_attn.q_proj.weight' is "
          "kept in float but layer 0's is quantized: a projection quantized in some layers only (as "
          "quantization_config.modules_to_not_convert may leave it) is not supported\n"},
+        {"g-idx-some-layers", "gptq_llama", 3, "gen-model: %s/model.safetensors: "
+         "'model.layers.1.self_attn.q_proj.g_idx' is there but layer 0's is missing: a GPTQ g_idx in some layers only "
+         "is not supported (the generated loader reads the same parts in every layer)\n"},
+        {"not-convert-quantized", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor "
+         "'model.layers.0.mlp.gate_proj.weight' is missing (MLP gate projection, [224, 96]); config.json's "
+         "quantization_config.modules_to_not_convert names 'mlp', which keeps it in float, but the file holds "
+         "'model.layers.0.mlp.gate_proj.qweight' (I32 [96, 28]) quantized as AWQ\n"},
+        {"block-size-mismatch", "fp8_qwen3", 1, "gen-model: %s/model.safetensors: tensor "
+         "'model.layers.0.self_attn.q_proj.weight_scale_inv' has shape [6, 1], expected [3, 1] (FP8: a scale a block, "
+         "with weight_block_size [64, 64])\n"},
         {"block-size-zero", "fp8_qwen3", 1, "gen-model: %s/config.json: quantization_config.weight_block_size must be a "
          "list of two positive integers, found [0, 64]\n"},
         {"no-config", "fp8_qwen3", 1, "(F8_E4M3) is a quantized checkpoint's, but config.json has no quantization_config "

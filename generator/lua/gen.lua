@@ -142,24 +142,27 @@ local function tensor_table(snap, index)
   return where
 end
 
--- Check one expected tensor; returns its description for the templates.
-local function expect(spec, hf, where, listing, cfg, consumed)
+-- Check one expected tensor; returns its description for the templates. `note`, if any, ends each message.
+local function expect(spec, hf, where, listing, cfg, consumed, note)
   local shape = eval_shape(spec.shape, cfg)
   local t = where[hf]
+  note = note or ""
   if not t then
-    E.raise("missing", "%s: tensor '%s' is missing (%s, %s)", listing, hf, spec.doc, shape_str(shape))
+    E.raise("missing", "%s: tensor '%s' is missing (%s, %s)%s", listing, hf, spec.doc, shape_str(shape), note)
   end
   consumed[hf] = true
   if #t.shape ~= #shape then
-    E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.path, hf, shape_str(t.shape), shape_str(shape))
+    E.raise("shape", "%s: tensor '%s' has shape %s, expected %s%s", t.path, hf, shape_str(t.shape), shape_str(shape),
+      note)
   end
   for i = 1, #shape do
     if t.shape[i] ~= shape[i] then
-      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s", t.path, hf, shape_str(t.shape), shape_str(shape))
+      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s%s", t.path, hf, shape_str(t.shape),
+        shape_str(shape), note)
     end
   end
   if not FLOAT_DTYPES[t.dtype] then
-    E.raise("dtype", "%s: tensor '%s' has dtype %s, expected BF16, F16 or F32", t.path, hf, t.dtype)
+    E.raise("dtype", "%s: tensor '%s' has dtype %s, expected BF16, F16 or F32%s", t.path, hf, t.dtype, note)
   end
   return shape
 end
@@ -181,7 +184,26 @@ local function expect_any(spec, hf, where, listing, cfg, consumed, first, layer)
       .. "quantization_config.modules_to_not_convert may leave it) is not supported", listing, hf,
       parts and "quantized" or "kept in float", first and "quantized" or "kept in float")
   end
-  if not parts then expect(spec, hf, where, listing, cfg, consumed) end
+  if layer and layer > 0 and parts and #parts ~= #first then
+    -- an optional part (GPTQ's g_idx) that some layers hold and others lack: the loader's table, one for
+    -- every layer, lists it for every layer or for none, so one layer's would be demanded or never read
+    local here, there = {}, {}
+    for _, v in ipairs(parts) do here[v.suffix] = true end
+    for _, v in ipairs(first) do there[v.suffix] = true end
+    for _, p in ipairs(quant.format(cfg.quant).parts) do
+      if here[p.suffix] ~= there[p.suffix] then
+        E.raise("unsupported", "%s: '%s' is %s but layer 0's is %s: a %s %s in some layers only is not supported "
+          .. "(the generated loader reads the same parts in every layer)", listing,
+          (hf:gsub("%.weight$", "." .. p.suffix)), here[p.suffix] and "there" or "missing",
+          there[p.suffix] and "there" or "missing", quant.format(cfg.quant).title, p.suffix)
+      end
+    end
+  end
+  if not parts then
+    -- a projection modules_to_not_convert keeps in float, which the file holds quantized: say why float is expected
+    local note = (spec.transpose or spec.linear) and quant.kept_float_note(cfg.quant, hf, where) or nil
+    expect(spec, hf, where, listing, cfg, consumed, note)
+  end
   return parts
 end
 

@@ -47,6 +47,8 @@ local E = require("errors")
 ---@field fields gm.QuantField[]
 ---@field implied? table      Config quant fields the format fixes
 ---@field parts gm.QuantPart[]
+---@field sizes? string      the config's sizes a part's shape follows, as config.json names them, for
+---                           messages: "{field}" is that Config quant field (none: the format's own sizes)
 ---@field divides string[][]  {a, b}: a must divide b, for every quantized projection
 ---@field natural string      the form the rule makes row by row
 ---@field rule string
@@ -84,6 +86,7 @@ M.formats = {
       { suffix = "scales", field = "scales", dtypes = { "F16", "BF16" }, shape = { "inputs // group", "outputs" },
         doc = "scales, a row a group of inputs" },
     },
+    sizes = "group_size {group_size}",
     divides = { { "group", "inputs" }, { "8", "outputs" } },
     natural = "(in, out)",
     rule = "W[k][n] = (q[k][n] - z[k/g][n]) * s[k/g][n]",
@@ -113,6 +116,7 @@ M.formats = {
       { suffix = "g_idx", field = "g_idx", dtypes = { "I32" }, shape = { "inputs" }, optional = true,
         required_by = "desc_act", doc = "each input's group" },
     },
+    sizes = "group_size {group_size}",
     divides = { { "8", "inputs" }, { "8", "outputs" } },
     natural = "(in, out)",
     rule = "W[k][n] = (q[k][n] - (z[g(k)][n] + 1)) * s[g(k)][n] (gptq_v2: without the + 1), g(k) = g_idx[k] or k/g",
@@ -136,6 +140,7 @@ M.formats = {
       { suffix = "weight_scale_inv", field = "scale_inv", dtypes = { "F32", "BF16", "F16" },
         shape = { "cdiv(outputs, block_out)", "cdiv(inputs, group)" }, doc = "a scale a block" },
     },
+    sizes = "weight_block_size [{block_out}, {group_size}]",
     divides = {},
     natural = "(out, in)",
     rule = "W[n][k] = e4m3(w[n][k]) * s[n/bo][k/bi] (an f32 product)",
@@ -312,15 +317,24 @@ local function shape_name(e, in_name, out_name)
   end))
 end
 
--- Does modules_to_not_convert keep this module (a substring of its name, as transformers matches)?
+-- Does modules_to_not_convert keep this module (a substring of its name, as transformers matches)? The entry that does.
 local function not_converted(q, module)
   for _, m in ipairs(q._not_convert or {}) do
-    if module:find(m, 1, true) then return true end
+    if module:find(m, 1, true) then return m end
   end
-  return false
+  return nil
 end
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+-- ", with group_size 32", ", with weight_block_size [128, 128]": the sizes the parts' shapes follow, in
+-- config.json's terms (a group_size of -1 with the inputs it makes one group of); "" where the format fixes them.
+local function sizes_said(fmt, q, inputs)
+  if not fmt.sizes then return "" end
+  local said = fmt.sizes:gsub("{([%w_]+)}", function(k) return tostring(q[k]) end)
+  if q.group_size == -1 then said = said .. string.format(" (one group of the %d inputs)", inputs) end
+  return ", with " .. said
+end
 
 -- Would the checkpoint hold this projection quantized? Its first part is there, in a dtype of the format.
 local function present(fmt, base, where)
@@ -372,8 +386,8 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
     local same = #t.shape == #shape
     for j = 1, #shape do same = same and t.shape[j] == shape[j] end
     if not same then
-      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s (%s: %s, with group size %d)", t.path, name,
-        shape_str(t.shape), shape_str(shape), fmt.title, p.doc, env.group)
+      E.raise("shape", "%s: tensor '%s' has shape %s, expected %s (%s: %s%s)", t.path, name,
+        shape_str(t.shape), shape_str(shape), fmt.title, p.doc, sizes_said(fmt, q, inputs))
     end
     local known = false
     for _, d in ipairs(p.dtypes) do known = known or t.dtype == d end
@@ -389,6 +403,23 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
     ::continue::
   end
   return views
+end
+
+--[[
+Projection `hf` (its float ".weight" name), kept in float because
+modules_to_not_convert names it, while the file holds it quantized (its
+format's first part, in a dtype of the format): what to add to the message of
+its float check, which then fails; else "".
+]]
+function M.kept_float_note(q, hf, where)
+  local fmt = M.format(q)
+  local base = hf:gsub("%.weight$", "")
+  local m = fmt and not_converted(q, base)
+  if not m or not present(fmt, base, where) then return "" end
+  local name = base .. "." .. fmt.parts[1].suffix
+  local held = name == hf and "it" or string.format("'%s' (%s %s)", name, where[name].dtype, shape_str(where[name].shape))
+  return string.format("; config.json's quantization_config.modules_to_not_convert names %s, which keeps it in "
+    .. "float, but the file holds %s quantized as %s", quoted(m), held, fmt.title)
 end
 
 -- The first tensor, in name order, that only a quantized checkpoint holds (packed weights, FP8 or I8 ones), or nil.

@@ -35,7 +35,7 @@
 **     4 g_idx    I32 [in], optional  each input's group (desc_act orders the inputs by
 **                                    activation, so the groups are not k / g); absent: k / g
 **     W[k][n] = (q[k][n] - (z[g(k)][n] + 1)) * s[g(k)][n]  (v2: without the + 1), (in, out)
-**     G = in / g, or 1 for group_size -1
+**     G = ceil(in / g), or 1 for group_size -1 (a last group of fewer inputs)
 **
 **   FP8 (quant_method "fp8", fmt "e4m3", weight_block_size [bo, bi]), as Qwen3's -FP8 repos
 **     1 weight            F8_E4M3 [out, in]

@@ -37,7 +37,7 @@ add_library(gm_runtime_shared SHARED ${runtime_objects})
 target_link_libraries(gm_runtime_shared PRIVATE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
 target_link_options(gm_runtime_shared PRIVATE -Wl,--no-undefined -Wl,--version-script=${CMAKE_SOURCE_DIR}/cmake/genmodel.map)
 set_target_properties(gm_runtime_shared PROPERTIES LINK_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/genmodel.map)
-target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:include>)
+target_include_directories(gm_runtime_shared INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # the file named by the runtime ABI too (libgenmodel.so.5.0.0), so that installing another ABI puts its library
 # beside this one: named by the project's version, every ABI wrote one file and an older link led to the newer code
 set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION ${GM_ABI}.0.0
@@ -48,7 +48,7 @@ set_target_properties(gm_runtime_shared PROPERTIES OUTPUT_NAME genmodel VERSION 
 # shared only, so cc -static needs builds of its own of those)
 add_library(gm_runtime_static STATIC ${runtime_objects})
 set_target_properties(gm_runtime_static PROPERTIES OUTPUT_NAME genmodel EXPORT_NAME runtime_static)
-target_include_directories(gm_runtime_static INTERFACE $<INSTALL_INTERFACE:include>)
+target_include_directories(gm_runtime_static INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(gm_runtime_static INTERFACE Threads::Threads m PkgConfig::CJSON PkgConfig::ONIG PkgConfig::UTF8PROC)
 
 install(TARGETS gen-model phase0 RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
@@ -65,14 +65,35 @@ install(FILES ${CMAKE_SOURCE_DIR}/phase0/record.h ${CMAKE_SOURCE_DIR}/phase0/pro
               ${CMAKE_SOURCE_DIR}/phase0/verify/verify.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gen-model)
 install(EXPORT GenModelTargets NAMESPACE GenModel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 
+# phase0.c for gm_phase0_program(), found from GenModelConfig.cmake's own folder however deep CMAKE_INSTALL_LIBDIR is
+# (lib/x86_64-linux-gnu: GNUInstallDirs' choice for --prefix /usr on Debian) and wherever CMAKE_INSTALL_DATADIR is
+set(GM_PHASE0_SOURCE_INSTALLED ${CMAKE_INSTALL_DATADIR}/gen-model/phase0.c)
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/GenModelConfig.cmake.in
-  ${CMAKE_BINARY_DIR}/GenModelConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
+  ${CMAKE_BINARY_DIR}/GenModelConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel
+  PATH_VARS GM_PHASE0_SOURCE_INSTALLED)
 write_basic_package_version_file(${CMAKE_BINARY_DIR}/GenModelConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_BINARY_DIR}/GenModelConfig.cmake ${CMAKE_BINARY_DIR}/GenModelConfigVersion.cmake
               ${CMAKE_SOURCE_DIR}/cmake/models.cmake ${CMAKE_SOURCE_DIR}/cmake/registry_table.c.in
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/GenModel)
 
+# the .pc files find the prefix from their own folder (${pcfiledir}), as many levels up as CMAKE_INSTALL_LIBDIR/pkgconfig
+# is deep (two for lib/, three for lib/x86_64-linux-gnu/), so that the install works under any --prefix; the folders
+# GNUInstallDirs was given as absolute paths stay as they are
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(GM_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH up "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+  string(REGEX REPLACE "/$" "" up "${up}")
+  set(GM_PC_PREFIX "\${pcfiledir}/${up}")
+endif()
+foreach(d LIBDIR INCLUDEDIR DATADIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${d}}")
+    set(GM_PC_${d} "${CMAKE_INSTALL_${d}}")
+  else()
+    set(GM_PC_${d} "\${prefix}/${CMAKE_INSTALL_${d}}")
+  endif()
+endforeach()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/genmodel.pc.in ${CMAKE_BINARY_DIR}/genmodel.pc @ONLY)
 configure_file(${CMAKE_SOURCE_DIR}/cmake/genmodel-phase0.pc.in ${CMAKE_BINARY_DIR}/genmodel-phase0.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/genmodel.pc ${CMAKE_BINARY_DIR}/genmodel-phase0.pc

@@ -34,12 +34,13 @@ function(gm_model_library target table root)
   endif()
 endfunction()
 
-# phase0.c: in this tree beside cmake/, or where an install put it (share/gen-model/)
+# phase0.c: where an install put it (GenModelConfig.cmake says: <datadir>/gen-model/, found from its own folder however
+# deep the libdir is), or in this tree beside cmake/
 # (a cache entry, so that the function sees it from any folder that calls it)
-if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../phase0/phase0.c)
-  get_filename_component(phase0_source ${CMAKE_CURRENT_LIST_DIR}/../phase0/phase0.c ABSOLUTE)
+if(DEFINED GenModel_PHASE0_SOURCE)
+  set(phase0_source "${GenModel_PHASE0_SOURCE}")
 else()
-  get_filename_component(phase0_source ${CMAKE_CURRENT_LIST_DIR}/../../../share/gen-model/phase0.c ABSOLUTE)
+  get_filename_component(phase0_source ${CMAKE_CURRENT_LIST_DIR}/../phase0/phase0.c ABSOLUTE)
 endif()
 set(GM_PHASE0_SOURCE ${phase0_source} CACHE INTERNAL "phase0.c, for gm_phase0_program()")
 

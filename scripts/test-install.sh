@@ -3,7 +3,9 @@
 # fresh folder, scaffold a golden model with the installed gen-model, then
 # build that model and a phase0 for it two ways, and run each on the golden's
 # weights: with find_package(GenModel) (tests/downstream/), and with
-# pkg-config and plain cc against the shared library.
+# pkg-config and plain cc against the shared library. Then find_package(GenModel
+# QUIET) without the runtime's dependencies (tests/downstream/optional/), and
+# the package files of an install into lib/<triplet> and another include folder.
 #
 #   scripts/test-install.sh BUILD_DIR [SHARED_DIR]
 set -euo pipefail
@@ -97,4 +99,37 @@ cc -std=c11 $(pkg-config --cflags genmodel) "$work/static.c" -o "$work/static" \
    $(pkg-config --static --libs genmodel | sed 's/-lgenmodel/-Wl,-Bstatic -lgenmodel -Wl,-Bdynamic/')
 "$work/static" >/dev/null
 ! ldd "$work/static" | grep -q libgenmodel || { echo "test-install: static links libgenmodel.so" >&2; exit 1; }
+
+step "find_package(GenModel QUIET) without the runtime's dependencies: not found, saying which, and the configure goes on"
+mkdir -p "$work/no-pc"
+PKG_CONFIG_LIBDIR=$work/no-pc cmake -S tests/downstream/optional -B "$work/optional" -DCMAKE_PREFIX_PATH="$prefix" \
+  > "$work/optional.log" 2>&1 || { cat "$work/optional.log" >&2; echo "test-install: find_package(GenModel QUIET) stopped the configure" >&2; exit 1; }
+grep -q 'without GenModel: .*libcjson (Debian: libcjson-dev)' "$work/optional.log" ||
+  { cat "$work/optional.log" >&2; echo "test-install: GenModel_NOT_FOUND_MESSAGE does not name libcjson" >&2; exit 1; }
+
+step "the package files of an install into lib/<triplet> (GNUInstallDirs' libdir for --prefix /usr on Debian) and include/genmodel-$abi"
+# this tree configured (not built) for that layout; its .pc files and CMake package laid out as its install lays them
+# out, around the libraries, headers and phase0.c installed above
+ma=$work/multiarch libdir=lib/x86_64-linux-gnu incdir=include/genmodel-$abi
+cmake -S . -B "$ma/build" -DCMAKE_INSTALL_LIBDIR=$libdir -DCMAKE_INSTALL_INCLUDEDIR="$incdir" -DBUILD_TESTING=OFF >/dev/null
+mkdir -p "$ma/prefix/$libdir/pkgconfig" "$ma/prefix/$libdir/cmake/GenModel" "$ma/prefix/$incdir" "$ma/prefix/share"
+ln -s "$prefix"/lib/lib* "$ma/prefix/$libdir/"
+ln -s "$prefix/include/gm" "$prefix/include/gen-model" "$ma/prefix/$incdir/"
+ln -s "$prefix/share/gen-model" "$ma/prefix/share/"
+cp "$ma"/build/genmodel*.pc "$ma/prefix/$libdir/pkgconfig/"
+cp "$ma"/build/GenModelConfig*.cmake cmake/models.cmake cmake/registry_table.c.in "$ma/prefix/$libdir/cmake/GenModel/"
+find "$ma/build/CMakeFiles/Export" -name 'GenModelTargets*.cmake' -exec cp {} "$ma/prefix/$libdir/cmake/GenModel/" \;
+export PKG_CONFIG_PATH=$ma/prefix/$libdir/pkgconfig
+for v in genmodel:includedir:gm/runner.h genmodel:libdir:libgenmodel.so genmodel-phase0:phase0_source:; do
+  IFS=: read -r pc var file <<<"$v"
+  got=$(pkg-config --variable="$var" "$pc")
+  [ -e "$got${file:+/$file}" ] || { echo "test-install: $pc.pc's $var is $got, where there is no ${file:-file}" >&2; exit 1; }
+done
+# shellcheck disable=SC2046
+cc -std=c11 $(pkg-config --cflags genmodel) "$work/static.c" -o "$ma/shared" $(pkg-config --libs genmodel)
+LD_LIBRARY_PATH=$ma/prefix/$libdir "$ma/shared" >/dev/null
+# find_package(GenModel), gm_model_library() (the include folder) and gm_phase0_program() (phase0.c) from it
+cmake -S tests/downstream/optional -B "$ma/b" -DCMAKE_PREFIX_PATH="$ma/prefix" -DMODELS="$work/port/models" -DIDS=$id \
+  > "$ma/b.log" 2>&1 && grep -q "with GenModel" "$ma/b.log" && cmake --build "$ma/b" --target port_models >> "$ma/b.log" 2>&1 ||
+  { cat "$ma/b.log" >&2; echo "test-install: find_package(GenModel) on the lib/<triplet> install" >&2; exit 1; }
 step "ok"

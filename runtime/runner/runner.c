@@ -389,6 +389,9 @@ static float *alloc_f(size_t n, int *ok)
 
 int rt_session_new(rt_session **out, const rt_model *m, const rt_options *o, int max_tokens, gm_status *st)
 {
+    static const rt_options defaults; /* o NULL: every option zero (bf16, lite mode, every core) */
+    if (!o)
+        o = &defaults;
     const gm_config *c = &m->cfg;
     *out = NULL;
     int rc;

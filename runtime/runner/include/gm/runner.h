@@ -130,7 +130,10 @@ typedef struct rt_result {
 
 typedef struct rt_session rt_session;
 
-/* A session holds the scratch, the KV cache (for max_tokens positions) and the threads. */
+/*
+** A session holds the scratch, the KV cache (for max_tokens positions) and the threads. o NULL: the
+** defaults, as a zeroed rt_options (bf16, lite mode, every core).
+*/
 int rt_session_new(rt_session **s, const rt_model *m, const rt_options *o, int max_tokens, gm_status *st);
 void rt_session_free(rt_session *s);
 

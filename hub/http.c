@@ -149,6 +149,11 @@ static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
             x->bad_range = 1; /* another part of the file than the one asked for: none of it goes in */
             return 0;
         }
+        if (x->total && x->have + x->written + n > x->total) {
+            /* more than the whole file (a huge or endless body): what fits goes in, and the transfer ends */
+            x->overlong = 1;
+            n = x->have + x->written < x->total ? (size_t)(x->total - x->have - x->written) : 0;
+        }
         size_t off = 0;
         while (off < n) {
             ssize_t w = write(x->fd, data + off, n - off);
@@ -164,7 +169,7 @@ static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
         if (x->sha)
             EVP_DigestUpdate(x->sha, data, off);
         x->written += off;
-        return off;
+        return x->overlong ? 0 : off;
     }
     size_t take = n;
     if (x->st_header && x->len < 8 && x->len + n >= 8) {

@@ -54,6 +54,7 @@ typedef struct gm_xfer {
     int restarted;        /* asked to resume but got 200: fd was truncated and refilled from 0 */
     int write_errno;      /* writing fd failed with this (the bytes before it are in fd, counted and hashed) */
     int bad_range;        /* asked to resume, the 206's Content-Range starts elsewhere: nothing was written */
+    int overlong;         /* the body ran past `total` bytes: fd holds the first `total`, the transfer was ended */
     CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
     int hops, attempts;

@@ -480,6 +480,9 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
         return gm_fail(st, GM_ENET, "%s: gated repo: the token from %s has no access to %s; accept the "
                        "licence at %s/%s with that account", repo, h->token_source, file, h->endpoint, repo);
     }
+    if (!strcmp(code, "RepoNotFound") && h->token) /* the Hub says so of a private repo the token cannot see */
+        return gm_fail(st, GM_ENET, "%s: repo not found at %s (check the id; for a private repo, the token from %s "
+                       "must be of an account with access to it)", repo, h->endpoint, h->token_source);
     if (!strcmp(code, "RepoNotFound"))
         return gm_fail(st, GM_ENET, "%s: repo not found at %s (check the id; a private repo needs HF_TOKEN)",
                        repo, h->endpoint);
@@ -776,7 +779,9 @@ static int head_request(gm_hub *h, const char *repo, const char *commit, head_jo
     gm_xfer_init(&j->x, url);
     const size_t start = j->len, end = j->need ? j->need : HEADER_PROBE;
     snprintf(j->x.range, sizeof j->x.range, "%zu-%zu", start, end - 1);
-    j->x.max_body = end - start;
+    /* a 206 sends the end - start bytes asked for; a server that ignores Range sends the file from byte 0, of
+       which the first `end` bytes are the whole header (head_take) */
+    j->x.max_body = end;
     j->x.st_header = start == 0; /* read no further than the header, whatever was asked */
     return 0;
 }
@@ -789,6 +794,8 @@ static int head_take(const gm_hub *h, const char *repo, const char *commit, head
         return gm_hub_error(h, repo, commit, j->file, x, st);
     if (gm_hub_check_range(x, j->len, st))
         return st->code;
+    if (x->status == 200)
+        j->len = 0; /* Range ignored: the body is the file from its first byte, not the bytes after those we have */
     uint8_t *grown = realloc(j->bytes, j->len + x->len);
     if (!grown)
         return gm_fail(st, GM_ENOMEM, "%s: out of memory", j->file);
@@ -1150,7 +1157,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         have = (x.restarted ? 0 : have) + x.written;
         const int ok = !rc && x.result == CURLE_OK && ok_status(x.status);
         const CURLcode result = x.result;
-        const long status = x.status;
+        const long status = x.status, retry_after = x.retry_after;
         if (x.write_errno || x.bad_range) { /* no retry mends these; what is in the file stays, to resume */
             if (x.write_errno)
                 gm_fail(st, GM_EIO, "%s: cannot write: %s; %llu of %llu bytes stay there for the next run to resume",
@@ -1159,6 +1166,17 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
                 gm_fail(st, GM_ENET, "GET %s: asked for the bytes from %llu on, the server sent Content-Range "
                         "'%.80s'", gm_url_for_message(url, u, sizeof u), (unsigned long long)x.have,
                         x.content_range);
+            gm_xfer_free(&x);
+            goto out;
+        }
+        if (x.overlong) { /* a huge or endless body: cut at the file's size; no retry mends it, nor is the part kept */
+            char cl[48] = "none";
+            if (x.content_length)
+                snprintf(cl, sizeof cl, "%llu", (unsigned long long)x.content_length);
+            gm_fail(st, GM_ENET, "GET %s: expected the %llu bytes of X-Linked-Size, the server sent more (status %ld, "
+                    "Content-Length %s) and was cut off there; nothing cached, the partial file removed",
+                    gm_url_for_message(url, u, sizeof u), (unsigned long long)size, x.status, cl);
+            unlink(part);
             gm_xfer_free(&x);
             goto out;
         }
@@ -1202,13 +1220,26 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
             goto out;
         }
         if (attempt > h->retries) {
+            char why[64];
+            if (result == CURLE_OK && status >= 400)
+                snprintf(why, sizeof why, status == 429 ? "HTTP 429: rate limited" : "HTTP %ld: server error", status);
             gm_fail(st, GM_ENET, "GET %s: %llu of %llu bytes after %d attempts (%s); run the download again "
                     "to resume", gm_url_for_message(url, u, sizeof u), (unsigned long long)have,
                     (unsigned long long)size, attempt,
-                    result != CURLE_OK ? curl_easy_strerror(result) : status >= 400 ? "server error" : "short body");
+                    result != CURLE_OK ? curl_easy_strerror(result) : status >= 400 ? why : "short body");
             goto out;
         }
-        usleep((useconds_t)(h->retry_ms << (attempt - 1)) * 1000u);
+        /* backoff, or the wait a 429's or 503's Retry-After asks for (as gm_http_run's, at most 10 s); Ctrl-C ends it */
+        long delay = h->retry_ms << (attempt - 1);
+        if (retry_after > 0 && retry_after * 1000 > delay)
+            delay = retry_after > 10 ? 10000 : retry_after * 1000;
+        for (long waited = 0; waited < delay && !gm_interrupted(); waited += 50)
+            usleep((useconds_t)(delay - waited < 50 ? delay - waited : 50) * 1000u);
+        if (gm_interrupted()) {
+            gm_fail(st, GM_EIO, "interrupted: %s stays in %s (%llu of %llu bytes) for the next run to resume",
+                    file, part, (unsigned long long)have, (unsigned long long)size);
+            goto out;
+        }
     }
     end_bar(&bar);
     char got[65];

@@ -34,7 +34,10 @@ short, with a Content-Length that agrees), size-plus (X-Linked-Size 100
 more than the file has), direct (the hub serves an LFS file itself, 200 with
 its sha256 as ETag and no X-Linked headers), wrong-range (a Range request to the cdn answered
 206 with the whole file, Content-Range "bytes 0-..."), trickle (the cdn sends 1000 bytes, pauses --slow
-seconds, and so on: a link that keeps stalling after a little).
+seconds, and so on: a link that keeps stalling after a little), endless (a GET of a blob from the cdn
+answered 200 with no Content-Length: the file, then zeros until the client hangs up), fail-lfs (the
+--fail-first failures, with --fail-status, go to the hub's GETs of LFS files only: a download's own GET
+rate limited after its HEAD passed).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
@@ -54,7 +57,7 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
-         "wrong-range", "short-lfs", "size-plus", "direct"}
+         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -207,7 +210,7 @@ class State:
 
     def take_failure(self):
         with self.lock:
-            if "fail-first" in self.modes and self.fail_left > 0:
+            if ("fail-first" in self.modes or "fail-lfs" in self.modes) and self.fail_left > 0:
                 self.fail_left -= 1
                 return True
             return False
@@ -353,10 +356,8 @@ class HubHandler(Handler):
 
     def route(self):
         st = self.state
-        if st.take_failure():
-            status = st.args.fail_status
-            extra = [("Retry-After", "1")] if status == 429 else []
-            return self.error(status, "Injected failure (fail-first)", extra=extra)
+        if "fail-lfs" not in st.modes and st.take_failure():
+            return self.fail()
         parts = self.path.partition("?")[0].split("/")
         if len(parts) >= 6 and parts[1] == "api" and parts[2] == "models":
             return self.api(parts[3], parts[4], parts[5:])
@@ -399,6 +400,8 @@ class HubHandler(Handler):
         if blob is None:
             return self.error(404, "Entry not found", "EntryNotFound",
                               extra=[("X-Repo-Commit", commit)])
+        if blob.lfs and "fail-lfs" in st.modes and self.command == "GET" and st.take_failure():
+            return self.fail()
         if blob.lfs and "direct" in st.modes:   # no CDN: the file itself, as a plain web server gives it
             return self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)])
         if blob.lfs:
@@ -414,6 +417,11 @@ class HubHandler(Handler):
         self.send_blob(blob, [("X-Repo-Commit", commit), ("ETag", '"%s"' % blob.etag)],
                        limit_half="truncate" in st.modes)
 
+
+    def fail(self):
+        status = self.state.args.fail_status
+        extra = [("Retry-After", "1")] if status == 429 else []
+        return self.error(status, "Injected failure (fail-first)", extra=extra)
 
     def access(self, repo_id):
         """The repo, or None after answering 401/403/404 as /resolve does."""
@@ -487,6 +495,17 @@ class CdnHandler(Handler):
         if "short-lfs" in st.modes and not q.get("file", [""])[0].endswith(".safetensors"):
             cut = blob.data[:max(len(blob.data) - 100, 0)]   # what a proxy that cuts bodies sends
             blob = Blob(cut, len(cut), True, blob.etag)
+        if "endless" in st.modes and self.command == "GET":   # the file, then zeros without end
+            self.close_connection = True
+            self.start(200, [("Content-Type", "application/octet-stream"), ("Connection", "close")])
+            deadline = time.monotonic() + st.args.max_seconds
+            for piece in blob.chunks(0, blob.size):
+                self.wfile.write(piece)
+                self.sent += len(piece)
+            while time.monotonic() < deadline:
+                self.wfile.write(ZEROS)
+                self.sent += len(ZEROS)
+            return
         drop = self.command == "GET" and st.should_drop(blob.etag)
         stall = self.command == "GET" and st.should_stall(blob.etag)
         self.send_blob(blob, [("ETag", '"%s"' % blob.etag)],

@@ -6,11 +6,13 @@
 */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -307,6 +309,11 @@ Test(hub, missing_repo_revision_and_file_each_get_their_message)
     cr_assert_eq(scaffold(NULL, "Qwen/NoSuchModel", &err), 5);
     cr_assert(strstr(err, "Qwen/NoSuchModel: repo not found"), "%s", err);
     free(err);
+    /* with a token, what the Hub says of a private repo the token cannot see: not "needs HF_TOKEN" */
+    cr_assert_eq(scaffold("HF_TOKEN=hf_good", "Qwen/NoSuchModel", &err), 5);
+    cr_assert(strstr(err, "Qwen/NoSuchModel: repo not found") && strstr(err, "the token from HF_TOKEN must be of an "
+              "account with access") && !strstr(err, "needs HF_TOKEN") && tu_lines(err) == 1, "%s", err);
+    free(err);
     char args[8800];
     snprintf(args, sizeof args, "Qwen/Qwen2-1.5B --revision v9.9 --out '%s'", hub.out);
     cr_assert_eq(gm(NULL, args, NULL, &err), 5);
@@ -518,6 +525,55 @@ Test(hub, a_server_that_ignores_range_is_cut_off_after_the_header)
     long bytes = atol(strstr(err, "gen-model: ") + 11);
     cr_assert_lt(bytes, 100 * 1024, "read %ld bytes: %s", bytes, err);
     free(err);
+}
+
+/*
+** A server that ignores Range, for a header longer than the first request's 100001 bytes: the second request's
+** 200 is the file from byte 0 again, which replaces what the first gave (appended after it, it made a corrupt
+** header copy that the run blamed on the file and every later run, against a sound Hub too, read back).
+*/
+Test(hub, a_server_that_ignores_range_gives_a_header_longer_than_the_first_request_whole)
+{
+    char dir[4400], path[4500], serve[4600], cmd[16384];
+    size_t len = 0;
+    char *st = tu_read(GM_SHARED_DIR "/golden/qwen2_tied/model.safetensors", &len);
+    cr_assert(st && len > 8);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | (uint8_t)st[i];
+    const size_t pad = 150000, grown = (n + pad + 30 + 7) / 8 * 8; /* the header with a long __metadata__ */
+    char *big = malloc(8 + grown + (len - 8 - n));
+    cr_assert_not_null(big);
+    const char *meta = "{\"__metadata__\":{";
+    const size_t m = strlen(meta);
+    cr_assert(n > m && memcmp(st + 8, meta, m) == 0);
+    int k = snprintf(big + 8, grown + 1, "%s\"pad\":\"", meta);
+    memset(big + 8 + k, 'x', pad);
+    k += (int)pad;
+    k += snprintf(big + 8 + k, grown + 1 - (size_t)k, "\",");
+    memcpy(big + 8 + k, st + 8 + m, n - m); /* the original header after its metadata's '{' */
+    memset(big + 8 + k + (n - m), ' ', grown - (size_t)k - (n - m));
+    for (int i = 0; i < 8; i++)
+        big[i] = (char)((uint64_t)grown >> (8 * i));
+    memcpy(big + 8 + grown, st + 8 + n, len - 8 - n);
+    snprintf(dir, sizeof dir, "%s/long", hub.work);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    tu_write(path, big, 8 + grown + (len - 8 - n));
+    snprintf(cmd, sizeof cmd, "cp '%s/golden/qwen2_tied/config.json' '%s/'", GM_SHARED_DIR, dir);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(serve, sizeof serve, "test/long=%s", dir);
+    const char *args[] = {"--mode", "ignore-range", "--serve", serve, NULL};
+    hub_start(args);
+    char *err = NULL;
+    cr_assert_eq(scaffold(NULL, "test/long", &err), 0, "%s", err);
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"status\": 200"), 2, "two header requests");
+    snprintf(cmd, sizeof cmd, "head -c %zu '%s' | cmp - '%s'/assets/gen-model/test--long/headers/*/model.safetensors.head",
+             8 + grown, path, hub.home);
+    cr_assert_eq(system(cmd), 0, "the header copy is not the file's header");
+    free(err);
+    free(big);
+    free(st);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -829,6 +885,52 @@ Test(hub, a_resume_answered_from_another_offset_is_refused_and_the_partial_file_
     snprintf(cmd, sizeof cmd, "test $(stat -c %%s '%s'/hub/models--golden--mistral_untied/blobs/*.incomplete) = 1000",
              hub.home);
     cr_assert_eq(system(cmd), 0, "the partial file changed");
+    free(out);
+    free(err);
+}
+
+/*
+** A server whose body runs past the file (here endless: no Content-Length, the file, then zeros) is cut off at
+** X-Linked-Size: one line naming the URL, what was expected and what came, and nothing kept (it wrote until the
+** disk was full, here until RLIMIT_FSIZE, and then said that 100 MB "of 489664 bytes" stayed to resume).
+*/
+Test(hub, a_body_longer_than_the_file_is_cut_off_at_its_size_and_nothing_kept)
+{
+    const char *args[] = {"--mode", "endless", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL, cmd[9000];
+    const int rc = gm_after("ulimit -f 200000; trap '' XFSZ;", NULL, "download golden/qwen2_tied", &out, &err);
+    cr_assert_eq(rc, 5, "exit %d: %s", rc, err);
+    cr_assert(strstr(err, "/golden/qwen2_tied/resolve/") && strstr(err, "/model.safetensors: expected the ") &&
+              strstr(err, " bytes of X-Linked-Size, the server sent more (status 200, Content-Length none)") &&
+              tu_lines(err) == 1, "%s", err);
+    snprintf(cmd, sizeof cmd, "ls -A '%s'/hub/models--golden--qwen2_tied/blobs | grep -v '^[0-9a-f]\\{40\\}$'; "
+             "ls -A '%s'/hub/models--golden--qwen2_tied/snapshots/*", hub.home, hub.home);
+    free(out);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0);
+    cr_assert_str_eq(out, "config.json\n", "only config.json is kept:\n%s", out);
+    free(out);
+    free(err);
+}
+
+/*
+** A download's own GET rate limited (429, Retry-After: 1) after its HEAD passed: each retry waits what
+** Retry-After asks, and the last says it was rate limited (it retried within 0.3 s and said "server error").
+*/
+Test(hub, a_rate_limited_download_waits_for_retry_after_and_says_so)
+{
+    const char *args[] = {"--mode", "fail-lfs", "--fail-first", "50", "--fail-status", "429", NULL};
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(gm(NULL, "download golden/qwen2_tied", &out, &err), 5, "%s", err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert(strstr(err, "/model.safetensors: 0 of ") && strstr(err, " after 5 attempts (HTTP 429: rate limited)") &&
+              tu_lines(err) == 1, "%s", err);
+    cr_assert_eq(log_count("\"status\": 429", NULL), 5);
+    cr_assert_geq(took, 3.9, "4 waits of Retry-After's 1 s took %.2f s", took);
     free(out);
     free(err);
 }

@@ -739,13 +739,18 @@ static int has(const char *dir, const char *file, const char *suffix)
     pathf(path, sizeof path, "%s/%s%s", dir, file, suffix);
     if (strcmp(suffix, ".head") != 0)
         return file_exists(path);
-    /* a kept header counts when it reads whole, as the snapshot reader will read it (a cut copy is fetched again) */
+    /* a kept header counts when it reads whole and parses, as the snapshot reader will read it (a cut or garbled
+       copy is fetched again) */
     uint8_t *bytes = NULL;
     size_t n = 0;
     gm_status ignore = {0};
-    const int whole = file_exists(path) && st_read_header_bytes(path, &bytes, &n, &ignore) == 0;
+    st_header h;
+    const int sound = file_exists(path) && st_read_header_bytes(path, &bytes, &n, &ignore) == 0 &&
+                      st_header_parse(&h, bytes, n, 0, path, &ignore) == 0;
+    if (sound)
+        st_header_free(&h);
     free(bytes);
-    return whole;
+    return sound;
 }
 
 /* Check a ranged answer: 206 with Content-Range starting at `start`, or a 200 we cut short. */

@@ -108,10 +108,14 @@ static int decode(const gm_tokenizer *t, int skip_special, gm_status *st)
 
     if (text == NULL)
         goto out;
-    for (p = text; *p;) {
+    for (p = text; p < text + len;) {
         if (*p == ' ' || *p == ',' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '[' || *p == ']') {
             p++;
             continue;
+        }
+        if (*p == 0) { /* not the end of the list: what follows it would be dropped without a word */
+            rc = gm_fail(st, GM_EFORMAT, "stdin: byte %zu: expected a token id, found a NUL byte", (size_t)(p - text));
+            goto out;
         }
         char *end;
         errno = 0;

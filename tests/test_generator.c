@@ -985,7 +985,9 @@ Test(generator, tokenize_decode_names_the_one_word_that_is_not_an_id)
     free(out), free(err);
     const char *bad[][2] = {{"5 9999999999 1 2", "id 2: expected a token id in [0, 151669), found '9999999999'\n"},
                             {"5 12abc 7", "id 2: expected a token id in [0, 151669), found '12abc'\n"},
-                            {"5 6 -3", "id 3: expected a token id in [0, 151669), found '-3'\n"}};
+                            {"5 6 -3", "id 3: expected a token id in [0, 151669), found '-3'\n"},
+                            /* a NUL does not end the list: what follows it is not dropped without a word */
+                            {"5 6\\0 7", "stdin: byte 3: expected a token id, found a NUL byte\n"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "printf '%s\\n' | '%s' tokenize '%s' --decode", bad[i][0], GM_GEN_MODEL, tok);
         cr_expect_eq(tu_run(cmd, &out, &err), 1, "%s: %s", bad[i][0], err);

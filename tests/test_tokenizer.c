@@ -496,6 +496,81 @@ Test(tokenizer, rejects_a_merge_naming_a_missing_token)
     free(bad);
 }
 
+/* A bad entry of model.vocab or model.merges is named at its byte in the file, where an editor finds it. */
+Test(tokenizer, a_bad_vocab_or_merges_entry_is_named_at_its_byte_in_the_file)
+{
+    const char *bad[][2] = {{"\"ab\": 2}", "\"ab\": 2.5}"}, {"[\"a b\"]", "[\"a b\", 7]"}};
+    for (int i = 0; i < 2; i++) {
+        char *json = replace_once(tiny, bad[i][0], bad[i][1]), want[64];
+        snprintf(want, sizeof want, "at byte %zu", (size_t)(strstr(json, i ? "7]" : "2.5") - json));
+        expect_load_error(json, strlen(json), GM_EFORMAT, want);
+        free(json);
+    }
+}
+
+/* A value of the wrong kind is named with what was found, and a step of a Sequence with its index. */
+Test(tokenizer, a_malformed_value_says_what_it_found)
+{
+    const char *cases[][3] = {
+        {"\"fuse_unk\": false", "\"fuse_unk\": \"false\"", "model.fuse_unk: expected true or false, found the string \"false\""},
+        {"\"special\": true", "\"special\": 1", "added_tokens[0].special: expected true or false, found 1"},
+        {"\"content\": \"<s>\"", "\"content\": null", "added_tokens[0].content: expected a non-empty string, found null"},
+        {"\"decoder\": {\"type\": \"Fuse\"}",
+         "\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Strip\", "
+         "\"content\": \" \", \"start\": \"1\", \"stop\": 0}]}",
+         "decoder.decoders[1].start: expected a whole number from 0 to 1000000, found the string \"1\""},
+        {"\"normalizer\": null", "\"normalizer\": [{\"type\": \"NFC\"}]",
+         "normalizer: expected an object with a \"type\", found an array"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *json = replace_once(tiny, cases[i][0], cases[i][1]);
+        expect_load_error(json, strlen(json), GM_EFORMAT, cases[i][2]);
+        free(json);
+    }
+    /* a clone made without git-lfs: the pointer, not the file */
+    const char lfs[] = "version https://git-lfs.github.com/spec/v1\noid sha256:4b1c0e\nsize 11422654\n";
+    expect_load_error(lfs, strlen(lfs), GM_EFORMAT, "found a Git LFS pointer file");
+}
+
+/*
+** What the reference tokenizes otherwise than gen-model would is refused, never run: BPE dropout
+** (merges skipped at random on each encode), and a pre-tokenizer step after ByteLevel (which sees
+** the byte-level alphabet there, Ġ for a space).
+*/
+Test(tokenizer, refuses_bpe_dropout_and_a_step_after_byte_level)
+{
+    char *json = replace_once(tiny, "\"dropout\": null", "\"dropout\": 0.1");
+    expect_load_error(json, strlen(json), GM_EUNSUPPORTED, "model.dropout: expected null or 0, found 0.1");
+    free(json);
+    json = replace_once(tiny, "\"dropout\": null", "\"dropout\": 1.5");
+    expect_load_error(json, strlen(json), GM_EFORMAT, "model.dropout: expected null or a number from 0 to 1, found 1.5");
+    free(json);
+
+    static const char split[] = "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\", "
+                                "\"invert\": false}";
+    static const char byte_level[] = "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, "
+                                     "\"use_regex\": false}";
+    char pre[512];
+    snprintf(pre, sizeof pre, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [%s, %s]}", byte_level, split);
+    json = replace_once(tiny, "\"pre_tokenizer\": null", pre);
+    expect_load_error(json, strlen(json), GM_EUNSUPPORTED,
+                      "pre_tokenizer.pretokenizers[1]: expected no step after ByteLevel, found Split");
+    free(json);
+
+    /* the usual order, and dropout 0, load */
+    snprintf(pre, sizeof pre, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [%s, %s]}", split, byte_level);
+    char *ok = replace_once(tiny, "\"pre_tokenizer\": null", pre);
+    json = replace_once(ok, "\"dropout\": null", "\"dropout\": 0");
+    char *path = tiny_file(json, strlen(json));
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    cr_assert(gm_tokenizer_load(&t, path, &st) == 0, "%s", st.msg);
+    drop_tiny(path);
+    gm_tokenizer_free(t);
+    free(json);
+    free(ok);
+}
+
 Test(tokenizer, rejects_a_missing_file)
 {
     gm_tokenizer *t = NULL;

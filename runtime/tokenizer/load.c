@@ -54,10 +54,61 @@ static int dup_str(const char *s, size_t n, char **out, size_t *len)
     return 0;
 }
 
+/*
+** What a value of the file is, for the "found ..." of a message: null, true, 1.5, the string "abc" (its
+** first 40 bytes, control characters escaped), an array, an object; "none" when the key is absent.
+*/
+typedef struct shown {
+    char s[200]; /* "the string \"", 40 bytes each as \xNN at most, "...\"" */
+} shown;
+
+static shown found(const cJSON *v)
+{
+    shown out = {{0}};
+    if (v == NULL) {
+        snprintf(out.s, sizeof out.s, "none");
+    } else if (cJSON_IsNull(v)) {
+        snprintf(out.s, sizeof out.s, "null");
+    } else if (cJSON_IsBool(v)) {
+        snprintf(out.s, sizeof out.s, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    } else if (cJSON_IsNumber(v)) {
+        snprintf(out.s, sizeof out.s, "%.15g", v->valuedouble);
+    } else if (cJSON_IsString(v) && v->valuestring != NULL) {
+        const unsigned char *p = (const unsigned char *)v->valuestring;
+        size_t k = (size_t)snprintf(out.s, sizeof out.s, "the string \"");
+        size_t i = 0;
+        for (; p[i] && i < 40 && k + 8 < sizeof out.s; i++) {
+            if (p[i] < 0x20 || p[i] == 0x7F)
+                k += (size_t)snprintf(out.s + k, sizeof out.s - k, "\\x%02x", p[i]);
+            else
+                out.s[k++] = (char)p[i];
+        }
+        while (p[i] && k > 0 && (p[i] & 0xC0) == 0x80) { /* cut at a character, not inside one */
+            k--;
+            i--;
+        }
+        snprintf(out.s + k, sizeof out.s - k, "%s\"", p[i] ? "..." : "");
+    } else {
+        snprintf(out.s, sizeof out.s, "%s", cJSON_IsArray(v) ? "an array" : "an object");
+    }
+    return out;
+}
+
 static const char *type_of(const cJSON *o)
 {
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
     return cJSON_IsString(ty) && ty->valuestring != NULL ? ty->valuestring : NULL;
+}
+
+/* The one line for a pipeline step that is not an object with a "type" (or is nested too deep). */
+static int bad_step(const gm_tokenizer *t, const cJSON *o, const char *where, int depth, gm_status *st)
+{
+    if (depth > 16)
+        return gm_fail(st, GM_EFORMAT, "%s: %s: expected at most 16 nested Sequences, found more", t->path, where);
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
+    if (cJSON_IsObject(o))
+        return gm_fail(st, GM_EFORMAT, "%s: %s.type: expected a string, found %s", t->path, where, found(ty).s);
+    return gm_fail(st, GM_EFORMAT, "%s: %s: expected an object with a \"type\", found %s", t->path, where, found(o).s);
 }
 
 static int get_bool(const gm_tokenizer *t, const cJSON *o, const char *key, const char *where, int dflt, int *out,
@@ -69,7 +120,8 @@ static int get_bool(const gm_tokenizer *t, const cJSON *o, const char *key, cons
         return 0;
     }
     if (!cJSON_IsBool(v))
-        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected true or false", t->path, where, key);
+        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected true or false, found %s", t->path, where, key,
+                       found(v).s);
     *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -79,7 +131,7 @@ static int get_string(const gm_tokenizer *t, const cJSON *o, const char *key, co
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!cJSON_IsString(v) || v->valuestring == NULL)
-        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected a string", t->path, where, key);
+        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected a string, found %s", t->path, where, key, found(v).s);
     *out = v->valuestring;
     return 0;
 }
@@ -101,7 +153,8 @@ static int get_pattern(const gm_tokenizer *t, const cJSON *o, const char *where,
         *is_regex = 1;
         return 0;
     }
-    return gm_fail(st, GM_EFORMAT, "%s: %s.pattern: expected {\"String\": ...} or {\"Regex\": ...}", t->path, where);
+    return gm_fail(st, GM_EFORMAT, "%s: %s.pattern: expected {\"String\": ...} or {\"Regex\": ...}, found %s", t->path,
+                   where, cJSON_IsObject(p) && p->child ? "an object with another key" : found(p).s);
 }
 
 /* -------------------------------------------------------------- normalizer */
@@ -124,14 +177,17 @@ static int load_normalizer(gm_tokenizer *t, const cJSON *o, const char *where, i
     if (o == NULL || cJSON_IsNull(o))
         return 0;
     if (depth > 16 || (ty = type_of(o)) == NULL)
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected an object with a \"type\"", t->path, where);
+        return bad_step(t, o, where, depth, st);
     if (strcmp(ty, "Sequence") == 0) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "normalizers"), *e;
         if (!cJSON_IsArray(list))
-            return gm_fail(st, GM_EFORMAT, "%s: %s.normalizers: expected an array", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.normalizers: expected an array, found %s", t->path, where, found(list).s);
+        int i = 0;
         cJSON_ArrayForEach(e, list)
         {
-            if (load_normalizer(t, e, where, depth + 1, st) != 0)
+            char sub[256]; /* the step's own name in messages: pre_tokenizer.pretokenizers[1] */
+            snprintf(sub, sizeof sub, "%s.normalizers[%d]", where, i++);
+            if (load_normalizer(t, e, sub, depth + 1, st) != 0)
                 return st->code;
         }
         return 0;
@@ -223,14 +279,22 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
     if (o == NULL || cJSON_IsNull(o))
         return 0;
     if (depth > 16 || (ty = type_of(o)) == NULL)
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected an object with a \"type\"", t->path, where);
+        return bad_step(t, o, where, depth, st);
+    // ByteLevel maps the text to its alphabet (a space becomes Ġ) and every later step sees that text; here the
+    // mapping happens in BPE, after all the steps, so a step after ByteLevel would see the text itself
+    if (t->bpe.byte_level && strcmp(ty, "Sequence") != 0)
+        return gm_fail(st, GM_EUNSUPPORTED, "%s: %s: expected no step after ByteLevel, found %s: a step there splits the "
+                       "byte-level alphabet (Ġ for a space), which is not supported", t->path, where, ty);
     if (strcmp(ty, "Sequence") == 0) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "pretokenizers"), *e;
         if (!cJSON_IsArray(list))
-            return gm_fail(st, GM_EFORMAT, "%s: %s.pretokenizers: expected an array", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.pretokenizers: expected an array, found %s", t->path, where, found(list).s);
+        int i = 0;
         cJSON_ArrayForEach(e, list)
         {
-            if (load_pre_tokenizer(t, e, where, depth + 1, mt_ok, st) != 0)
+            char sub[256]; /* the step's own name in messages: pre_tokenizer.pretokenizers[1] */
+            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", where, i++);
+            if (load_pre_tokenizer(t, e, sub, depth + 1, mt_ok, st) != 0)
                 return st->code;
         }
         return 0;
@@ -273,7 +337,8 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
         else if (strcmp(beh, "Contiguous") == 0)
             p.behavior = TK_SPLIT_CONTIGUOUS;
         else
-            return gm_fail(st, GM_EFORMAT, "%s: %s.behavior: unknown behavior '%s'", t->path, where, beh);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.behavior: expected Removed, Isolated, MergedWithPrevious, "
+                           "MergedWithNext or Contiguous, found '%s'", t->path, where, beh);
         int safe = 0;
         for (size_t i = 0; i < sizeof mt_safe_patterns / sizeof *mt_safe_patterns; i++)
             if (is_regex && strcmp(pat, mt_safe_patterns[i]) == 0)
@@ -335,8 +400,8 @@ static int template_ids(gm_tokenizer *t, const cJSON *o, const cJSON *item, int3
     const cJSON *entry, *ids, *e;
 
     if (!cJSON_IsString(name))
-        return gm_fail(st, GM_EFORMAT, "%s: %s.single: expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}",
-                       t->path, where);
+        return gm_fail(st, GM_EFORMAT, "%s: %s.single: expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}, "
+                       "found %s", t->path, where, sp ? found(name).s : found(item).s);
     entry = cJSON_GetObjectItemCaseSensitive(table, name->valuestring);
     ids = cJSON_GetObjectItemCaseSensitive(entry, "ids");
     if (!cJSON_IsArray(ids))
@@ -347,8 +412,8 @@ static int template_ids(gm_tokenizer *t, const cJSON *o, const cJSON *item, int3
     {
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (d < 0 || d > INT32_MAX || d != (double)(int32_t)d)
-            return gm_fail(st, GM_EFORMAT, "%s: %s.special_tokens['%s'].ids: expected non-negative integers", t->path,
-                           where, name->valuestring);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.special_tokens['%s'].ids: expected non-negative integers, found %s",
+                           t->path, where, name->valuestring, found(e).s);
         if (*k == cap)
             return gm_fail(st, GM_EFORMAT, "%s: %s.special_tokens['%s'].ids: more than %zu ids", t->path, where,
                            name->valuestring, cap);
@@ -362,7 +427,8 @@ static int pair_id(gm_tokenizer *t, const cJSON *o, const char *key, const char 
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     const cJSON *n = cJSON_GetArrayItem(v, 1);
     if (!cJSON_IsArray(v) || !cJSON_IsNumber(n) || n->valuedouble < 0 || n->valuedouble > INT32_MAX)
-        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected [\"token\", id]", t->path, where, key);
+        return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected [\"token\", id], found %s", t->path, where, key,
+                       cJSON_IsArray(v) ? "another array" : found(v).s);
     *id = (int32_t)n->valuedouble;
     return 0;
 }
@@ -374,14 +440,17 @@ static int load_post_processor(gm_tokenizer *t, const cJSON *o, const char *wher
     if (o == NULL || cJSON_IsNull(o))
         return 0;
     if (depth > 16 || (ty = type_of(o)) == NULL)
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected an object with a \"type\"", t->path, where);
+        return bad_step(t, o, where, depth, st);
     if (strcmp(ty, "Sequence") == 0) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "processors"), *e;
         if (!cJSON_IsArray(list))
-            return gm_fail(st, GM_EFORMAT, "%s: %s.processors: expected an array", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.processors: expected an array, found %s", t->path, where, found(list).s);
+        int i = 0;
         cJSON_ArrayForEach(e, list)
         {
-            if (load_post_processor(t, e, where, depth + 1, st) != 0)
+            char sub[256]; /* the step's own name in messages: pre_tokenizer.pretokenizers[1] */
+            snprintf(sub, sizeof sub, "%s.processors[%d]", where, i++);
+            if (load_post_processor(t, e, sub, depth + 1, st) != 0)
                 return st->code;
         }
         return 0;
@@ -394,7 +463,7 @@ static int load_post_processor(gm_tokenizer *t, const cJSON *o, const char *wher
         size_t nb = 0, na = 0;
         int seen = 0, rc = 0;
         if (!cJSON_IsArray(single))
-            return gm_fail(st, GM_EFORMAT, "%s: %s.single: expected an array", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.single: expected an array, found %s", t->path, where, found(single).s);
         cJSON_ArrayForEach(item, single)
         {
             int32_t buf[64];
@@ -455,14 +524,17 @@ static int load_decoder(gm_tokenizer *t, const cJSON *o, const char *where, int 
         return 0;
     t->has_decoder = 1;
     if (depth > 16 || (ty = type_of(o)) == NULL)
-        return gm_fail(st, GM_EFORMAT, "%s: %s: expected an object with a \"type\"", t->path, where);
+        return bad_step(t, o, where, depth, st);
     if (strcmp(ty, "Sequence") == 0) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "decoders"), *e;
         if (!cJSON_IsArray(list))
-            return gm_fail(st, GM_EFORMAT, "%s: %s.decoders: expected an array", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.decoders: expected an array, found %s", t->path, where, found(list).s);
+        int i = 0;
         cJSON_ArrayForEach(e, list)
         {
-            if (load_decoder(t, e, where, depth + 1, st) != 0)
+            char sub[256]; /* the step's own name in messages: pre_tokenizer.pretokenizers[1] */
+            snprintf(sub, sizeof sub, "%s.decoders[%d]", where, i++);
+            if (load_decoder(t, e, sub, depth + 1, st) != 0)
                 return st->code;
         }
         return 0;
@@ -492,9 +564,12 @@ static int load_decoder(gm_tokenizer *t, const cJSON *o, const char *where, int 
         d.kind = TK_DEC_STRIP;
         if (get_string(t, o, "content", where, &c, st) != 0)
             return st->code;
-        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble < 0 ||
-            a->valuedouble > 1e6 || b->valuedouble > 1e6)
-            return gm_fail(st, GM_EFORMAT, "%s: %s: Strip needs non-negative start and stop", t->path, where);
+        for (int k = 0; k < 2; k++) {
+            const cJSON *v = k ? b : a;
+            if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e6 || v->valuedouble != (int)v->valuedouble)
+                return gm_fail(st, GM_EFORMAT, "%s: %s.%s: expected a whole number from 0 to 1000000, found %s", t->path,
+                               where, k ? "stop" : "start", found(v).s);
+        }
         d.start = (int)a->valuedouble;
         d.stop = (int)b->valuedouble;
         if (dup_str(c, strlen(c), &d.a, &d.alen) != 0)
@@ -523,7 +598,7 @@ static int load_added(gm_tokenizer *t, const cJSON *list, gm_status *st)
     if (list == NULL || cJSON_IsNull(list))
         return 0;
     if (!cJSON_IsArray(list))
-        return gm_fail(st, GM_EFORMAT, "%s: added_tokens: expected an array", t->path);
+        return gm_fail(st, GM_EFORMAT, "%s: added_tokens: expected an array, found %s", t->path, found(list).s);
     n = (size_t)cJSON_GetArraySize(list);
     t->added = calloc(n ? n : 1, sizeof *t->added);
     if (t->added == NULL || tk_str_map_init(&t->added_map, n + 1) != 0)
@@ -540,10 +615,11 @@ static int load_added(gm_tokenizer *t, const cJSON *list, gm_status *st)
             id->valuedouble != (double)(int32_t)id->valuedouble)
             return cJSON_IsNumber(id) ? gm_fail(st, GM_EFORMAT, "%s: %s.id: expected an integer from 0 to %d, found "
                                                 "%.17g", t->path, where, TK_MAX_ID, id->valuedouble)
-                                      : gm_fail(st, GM_EFORMAT, "%s: %s.id: expected an integer from 0 to %d",
-                                                t->path, where, TK_MAX_ID);
+                                      : gm_fail(st, GM_EFORMAT, "%s: %s.id: expected an integer from 0 to %d, found "
+                                                "%s", t->path, where, TK_MAX_ID, found(id).s);
         if (!cJSON_IsString(c) || c->valuestring == NULL || c->valuestring[0] == 0)
-            return gm_fail(st, GM_EFORMAT, "%s: %s.content: expected a non-empty string", t->path, where);
+            return gm_fail(st, GM_EFORMAT, "%s: %s.content: expected a non-empty string, found %s", t->path, where,
+                           found(c).s);
         if (get_bool(t, e, "special", where, 0, &special, st) != 0 || get_bool(t, e, "lstrip", where, 0, &lstrip, st) ||
             get_bool(t, e, "rstrip", where, 0, &rstrip, st) || get_bool(t, e, "single_word", where, 0, &single, st) ||
             get_bool(t, e, "normalized", where, !special, &normalized, st))
@@ -693,8 +769,12 @@ static int scan_object(gm_tokenizer *t, const char *where, const char *base, con
 
     p = gm_json_ws(p, end);
     if (p >= end || *p != '{') {
-        rc = gm_fail(st, GM_EFORMAT, "%s: %s%s%s at byte %zu", t->path, where ? where : "", where ? ": " : "",
-                     p >= end ? "truncated JSON" : "expected a JSON object", (size_t)(p - base));
+        int n = 0; /* what is there instead: up to 24 printable ASCII bytes */
+        while (p + n < end && n < 24 && p[n] >= 0x20 && p[n] < 0x7F)
+            n++;
+        rc = gm_fail(st, GM_EFORMAT, "%s: %s%s%s at byte %zu%s%.*s%s", t->path, where ? where : "", where ? ": " : "",
+                     p >= end ? "truncated JSON" : "expected a JSON object", (size_t)(p - base),
+                     p >= end ? "" : ", found '", n, p, p >= end ? "" : p + n < end ? "...'" : "'");
         goto out;
     }
     p = gm_json_ws(p + 1, end);
@@ -771,7 +851,6 @@ static cJSON *parse_span(const span *s)
 static int model_hook(gm_tokenizer *t, size_t k, const char *base, const char *vs, const char *end,
                       const char **after, gm_status *st)
 {
-    (void)base;
     if (k == M_TYPE) {
         gm_buf ty = {0};
         const char *err = NULL, *a;
@@ -783,9 +862,9 @@ static int model_hook(gm_tokenizer *t, size_t k, const char *base, const char *v
         return rc != 0 ? -1 : 0; // the value is checked again, and skipped, by the caller
     }
     if (k == M_VOCAB)
-        return tk_read_vocab(t->path, vs, end, after, &t->arena, &t->bpe.vocab, &t->n_ids, st) != 0 ? -1 : 1;
+        return tk_read_vocab(t->path, base, vs, end, after, &t->arena, &t->bpe.vocab, &t->n_ids, st) != 0 ? -1 : 1;
     if (k == M_MERGES && t->bpe.vocab.slots != NULL)
-        return tk_read_merges(t->path, vs, end, after, &t->bpe.vocab, t->arena.p, &t->bpe.merges, st) != 0 ? -1 : 1;
+        return tk_read_merges(t->path, base, vs, end, after, &t->bpe.vocab, t->arena.p, &t->bpe.merges, st) != 0 ? -1 : 1;
     return 0;
 }
 
@@ -805,7 +884,7 @@ static int load_model(gm_tokenizer *t, const char *base, const char *p, const ch
         }
     if (small[M_TYPE] != NULL) {
         if (!cJSON_IsString(small[M_TYPE])) {
-            rc = gm_fail(st, GM_EFORMAT, "%s: model.type: expected a string", t->path);
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.type: expected a string, found %s", t->path, found(small[M_TYPE]).s);
             goto out;
         }
         if (strcmp(small[M_TYPE]->valuestring, "BPE") != 0) {
@@ -825,11 +904,26 @@ static int load_model(gm_tokenizer *t, const char *base, const char *p, const ch
                          model_keys[k]);
             goto out;
         }
+    if (small[M_DROPOUT] != NULL && !cJSON_IsNull(small[M_DROPOUT])) {
+        // BPE dropout: the reference skips each merge at random with this probability, on every encode
+        const cJSON *d = small[M_DROPOUT];
+        if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= 1)) {
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.dropout: expected null or a number from 0 to 1, found %s", t->path,
+                         found(d).s);
+            goto out;
+        }
+        if (d->valuedouble > 0) {
+            rc = gm_fail(st, GM_EUNSUPPORTED, "%s: model.dropout: expected null or 0, found %g: BPE dropout (merges "
+                         "skipped at random, for training) is not supported", t->path, d->valuedouble);
+            goto out;
+        }
+    }
     for (int k = M_FUSE; k <= M_IGNORE; k++) {
         int v = 0;
         if (small[k] != NULL && !cJSON_IsNull(small[k])) {
             if (!cJSON_IsBool(small[k])) {
-                rc = gm_fail(st, GM_EFORMAT, "%s: model.%s: expected true or false", t->path, model_keys[k]);
+                rc = gm_fail(st, GM_EFORMAT, "%s: model.%s: expected true or false, found %s", t->path, model_keys[k],
+                             found(small[k]).s);
                 goto out;
             }
             v = cJSON_IsTrue(small[k]);
@@ -844,14 +938,15 @@ static int load_model(gm_tokenizer *t, const char *base, const char *p, const ch
     if (t->bpe.merges.slots == NULL) {
         // merges came before vocab in the file
         const char *a;
-        if ((rc = tk_read_merges(t->path, s[M_MERGES].p, s[M_MERGES].end, &a, &t->bpe.vocab, t->arena.p,
+        if ((rc = tk_read_merges(t->path, base, s[M_MERGES].p, s[M_MERGES].end, &a, &t->bpe.vocab, t->arena.p,
                                  &t->bpe.merges, st)) != 0)
             goto out;
     }
     t->bpe.unk_id = -1;
     if (small[M_UNK] != NULL && !cJSON_IsNull(small[M_UNK])) {
         if (!cJSON_IsString(small[M_UNK])) {
-            rc = gm_fail(st, GM_EFORMAT, "%s: model.unk_token: expected a string", t->path);
+            rc = gm_fail(st, GM_EFORMAT, "%s: model.unk_token: expected a string, found %s", t->path,
+                         found(small[M_UNK]).s);
             goto out;
         }
         const char *unk = small[M_UNK]->valuestring;
@@ -957,6 +1052,13 @@ int gm_tokenizer_load(gm_tokenizer **out, const char *path, gm_status *st)
     t->bpe.unk_id = t->eos_id = t->bos_id = -1;
     if ((rc = gm_read_file(path, TK_MAX_FILE, &buf, &len, st)) != 0)
         goto out;
+    // a clone without git-lfs leaves the pointer file where tokenizer.json (in LFS on the Hub) should be
+    static const char lfs[] = "version https://git-lfs.github.com/spec/";
+    if (len >= sizeof lfs - 1 && memcmp(buf, lfs, sizeof lfs - 1) == 0) {
+        rc = gm_fail(st, GM_EFORMAT, "%s: expected tokenizer.json, found a Git LFS pointer file (%zu bytes): the file "
+                     "itself was never fetched; run git lfs pull in that clone, or gen-model download ORG/NAME", path, len);
+        goto out;
+    }
     const char *after = NULL;
     if ((rc = scan_object(t, NULL, buf, buf, buf + len, top_keys, s, K_NKEYS, top_hook, &after, st)) != 0)
         goto out;

@@ -46,17 +46,18 @@ static int fail_at(const char *path, const char *where, const char *base, const 
 }
 
 /* Entries are collected first so the map is sized once, exactly. */
-int tk_read_vocab(const char *path, const char *p, const char *end, const char **after, gm_buf *arena,
-                  tk_str_map *vocab, int32_t *n_ids, gm_status *st)
+int tk_read_vocab(const char *path, const char *file, const char *p, const char *end, const char **after,
+                  gm_buf *arena, tk_str_map *vocab, int32_t *n_ids, gm_status *st)
 {
-    const char *base = p, *err = NULL;
+    const char *base = file, *err = NULL; /* a message's byte is the file's, where an editor finds it */
     uint32_t *e = NULL; /* (off, len, id) triples */
     size_t n = 0, cap = 0;
     int ok, rc = 0;
 
     p = gm_json_ws(p, end);
     if (p >= end || *p != '{') {
-        rc = fail_at(path, "model.vocab", base, p, p >= end ? "truncated" : "expected an object", st);
+        rc = fail_at(path, "model.vocab", base, p,
+                     p >= end ? "truncated" : *p == '[' ? "expected an object, found an array" : "expected an object", st);
         goto out;
     }
     p = gm_json_ws(p + 1, end);
@@ -236,10 +237,10 @@ static int resolve_all(const char *path, const tk_str_map *vocab, const char *ar
     return 0;
 }
 
-int tk_read_merges(const char *path, const char *p, const char *end, const char **after, const tk_str_map *vocab,
-                   const char *arena, tk_pair_map *merges, gm_status *st)
+int tk_read_merges(const char *path, const char *file, const char *p, const char *end, const char **after,
+                   const tk_str_map *vocab, const char *arena, tk_pair_map *merges, gm_status *st)
 {
-    const char *base = p, *err = NULL;
+    const char *base = file, *err = NULL;
     merge_list m = {0};
     gm_buf *tmp = &m.text;
     size_t index = 0;
@@ -247,7 +248,8 @@ int tk_read_merges(const char *path, const char *p, const char *end, const char 
 
     p = gm_json_ws(p, end);
     if (p >= end || *p != '[') {
-        rc = fail_at(path, "model.merges", base, p, p >= end ? "truncated" : "expected an array", st);
+        rc = fail_at(path, "model.merges", base, p,
+                     p >= end ? "truncated" : *p == '{' ? "expected an array, found an object" : "expected an array", st);
         goto out;
     }
     p = gm_json_ws(p + 1, end);

@@ -21,17 +21,18 @@ enum { TK_MAX_ID = (1 << 24) - 1 };
 /*
 ** The object at p (leading whitespace allowed) into vocab: keys appended to
 ** arena, *n_ids raised to the highest id + 1; *after set past the object.
-** Errors name path. Returns 0 or st->code.
+** Errors name path and the byte where they are, counted from file (the
+** start of the file's text, which holds p). Returns 0 or st->code.
 */
-int tk_read_vocab(const char *path, const char *p, const char *end, const char **after, gm_buf *arena,
+int tk_read_vocab(const char *path, const char *file, const char *p, const char *end, const char **after, gm_buf *arena,
                   tk_str_map *vocab, int32_t *n_ids, gm_status *st);
 
 /*
 ** The array at p into merges, each pair's tokens and their concatenation
 ** looked up in vocab (keys in arena): rank = index in the array, a later
-** duplicate wins. Every token must be in the vocab.
+** duplicate wins. Every token must be in the vocab. Errors as tk_read_vocab's.
 */
-int tk_read_merges(const char *path, const char *p, const char *end, const char **after, const tk_str_map *vocab,
+int tk_read_merges(const char *path, const char *file, const char *p, const char *end, const char **after, const tk_str_map *vocab,
                    const char *arena, tk_pair_map *merges, gm_status *st);
 
 #endif

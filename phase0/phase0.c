@@ -517,7 +517,7 @@ static void gate_baseline(run *r, gate *g)
         size_t len = 0;
         gm_status ignore = {0};
         if (r->tok && gm_tokenizer_decode(r->tok, &r->top5[i], 1, 0, &text, &len, &ignore) == 0)
-            snprintf(r->top5_text[i], sizeof r->top5_text[i], "%s", text);
+            p0_cut(r->top5_text[i], sizeof r->top5_text[i], text);
         free(text);
     }
     gm_config c;

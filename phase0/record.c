@@ -13,10 +13,25 @@
 
 #include "gm/io.h"
 
+/*
+** The first k bytes of out, where text copied as it is was cut before a byte
+** `next`: fewer, when that byte is inside a character (a UTF-8 continuation
+** byte), so that none of the character is kept.
+*/
+static size_t whole_chars(const char *out, size_t k, unsigned char next)
+{
+    if ((next & 0xC0) != 0x80)
+        return k;
+    while (k > 0 && ((unsigned char)out[k - 1] & 0xC0) == 0x80)
+        k--;
+    return k - (k > 0); /* and its first byte */
+}
+
 const char *p0_shown(const char *s, char *out, size_t size)
 {
     size_t k = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p && k + 5 < size; p++) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (; *p && k + 5 < size; p++) {
         if (*p == '\n')
             k += (size_t)snprintf(out + k, size - k, "\\n");
         else if (*p < 0x20 || *p == 0x7F)
@@ -24,7 +39,18 @@ const char *p0_shown(const char *s, char *out, size_t size)
         else
             out[k++] = (char)*p;
     }
+    k = whole_chars(out, k, *p);
     out[k] = '\0';
+    return out;
+}
+
+char *p0_cut(char *out, size_t size, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= size)
+        n = size - 1;
+    memcpy(out, s, n);
+    out[whole_chars(out, n, (unsigned char)s[n])] = '\0';
     return out;
 }
 
@@ -45,11 +71,13 @@ const char *p0_md(const char *s, int code, char *out, size_t size)
     size_t k = 0;
     for (int i = 0; i < fence + pad && k + 1 < size; i++)
         out[k++] = i < fence ? '`' : ' ';
-    for (const char *p = shown; *p && k + 6 + (size_t)fence < size; p++) {
+    const char *p = shown;
+    for (; *p && k + 6 + (size_t)fence < size; p++) {
         if (strncmp(p, "<!--", 4) == 0)
             out[k++] = '<', out[k++] = '\\', p++;
         out[k++] = *p;
     }
+    k = whole_chars(out, k, (unsigned char)*p);
     for (int i = 0; i < fence + pad && k + 1 < size; i++)
         out[k++] = i < pad ? ' ' : '`';
     out[k] = '\0';

@@ -31,9 +31,13 @@ int p0_record_todo(const char *model_dir, int pass, const char *blocker, gm_stat
 
 /*
 ** s on one line for a report or a record (a token's text, a prompt): a
-** newline shown as \n, other controls as \xNN, cut to fit out. Returns out.
+** newline shown as \n, other controls as \xNN, cut to fit out where a
+** character ends. Returns out.
 */
 const char *p0_shown(const char *s, char *out, size_t size);
+
+/* s into out (size bytes), whole or cut where a character ends (UTF-8 stays UTF-8). Returns out. */
+char *p0_cut(char *out, size_t size, const char *s);
 
 /*
 ** s for a line of progress.md or TODO.md: p0_shown, with "<!--" written

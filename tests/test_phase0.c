@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "gm/npy.h"
+#include "gm/utf8.h"
 #include "golden_util.h"
 #include "record.h"
 #include "util.h"
@@ -961,6 +962,30 @@ Test(phase0, a_path_or_prompt_that_holds_lines_or_marks_is_recorded_on_its_line)
     free(progress);
     free(toks);
     tu_rmtree(work);
+}
+
+/*
+** Text cut to fit a report or a record (a long prompt, a long token's text) ends where a character ends, so that
+** the report, the JSON and progress.md stay UTF-8: a prompt of 1500 'é' had been cut inside its 1022nd.
+*/
+Test(phase0, text_cut_to_fit_ends_where_a_character_ends)
+{
+    char out[64], big[2048], md[2048];
+    cr_expect_str_eq(p0_cut(out, 6, "abcd\xc3\xa9" "f"), "abcd"); /* 'é' would not fit whole */
+    cr_expect_str_eq(p0_cut(out, 7, "abcd\xc3\xa9" "f"), "abcd\xc3\xa9");
+    cr_expect_str_eq(p0_cut(out, 5, "ab\xf0\x9f\x98\x80"), "ab"); /* a 4-byte emoji */
+    cr_expect_str_eq(p0_cut(out, sizeof out, "short"), "short");
+    char prompt[3001] = "";
+    for (int i = 0; i < 1500; i++)
+        memcpy(prompt + 2 * i, "\xc3\xa9", 2);
+    for (size_t size = 2040; size <= sizeof big; size++) {
+        const char *shown = p0_shown(prompt, big, size), *in_md = p0_md(prompt, 1, md, size);
+        cr_assert(gm_utf8_check(shown, strlen(shown)) == strlen(shown), "p0_shown at %zu bytes: cut inside a character",
+                  size);
+        cr_assert(gm_utf8_check(in_md, strlen(in_md)) == strlen(in_md), "p0_md at %zu bytes: cut inside a character",
+                  size);
+        cr_assert(strlen(shown) >= size - 8, "p0_shown at %zu bytes kept only %zu", size, strlen(shown));
+    }
 }
 
 /* ---------------------------------------------------------------------- */

@@ -131,11 +131,13 @@ static int range_starts_at(const char *content_range, uint64_t at)
 /* n body bytes of a response with this status into x: its file, or memory. How many were taken. */
 static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
 {
-    if (status >= 300 && status < 400)
-        return n; /* a redirect's body is of no interest */
+    /* a redirect's body is of no interest, and an error page never reaches the file; one that does not end is cut */
+    if ((status >= 300 && status < 400) || (x->fd >= 0 && status >= 400)) {
+        x->ignored += n;
+        x->capped = x->ignored > GM_HTTP_MAX_IGNORED;
+        return x->capped ? 0 : n;
+    }
     if (x->fd >= 0) {
-        if (status >= 400)
-            return n; /* an error page never reaches the file */
         if (x->range[0] && status == 200 && x->written == 0 && x->have > 0 && !x->restarted) {
             /* asked to resume, the server sent everything: start the file over */
             if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0)
@@ -183,8 +185,11 @@ static size_t take_body(gm_xfer *x, const char *data, size_t n, long status)
         if (hlen < x->max_body && 8 + hlen < x->max_body)
             x->max_body = 8 + (size_t)hlen;
     }
-    if (x->max_body && x->len + take > x->max_body) {
-        take = x->max_body - x->len;
+    /* an error page is kept for its message, a little of it */
+    const size_t most = status >= 400 && (!x->max_body || x->max_body > GM_HTTP_MAX_IGNORED) ? GM_HTTP_MAX_IGNORED
+                                                                                              : x->max_body;
+    if (most && x->len + take > most) {
+        take = most - x->len;
         x->capped = 1;
     }
     char *grown = realloc(x->body, x->len + take + 1);
@@ -402,6 +407,7 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                 continue;
             x->len = 0;
             x->capped = 0;
+            x->ignored = 0;
             x->attempts++;
             h->requests++;
             if (setup(h, x) != 0 || curl_multi_add_handle(multi, x->easy) != CURLM_OK) {

@@ -20,6 +20,8 @@
 #include "hub.h"
 
 #define GM_HTTP_MAX_HOPS 10
+/* The most of a body read for nothing (a redirect's, an error page) or kept for its message (an error page) */
+#define GM_HTTP_MAX_IGNORED (1u << 20)
 
 typedef struct gm_xfer {
     /* request: set by the caller */
@@ -50,7 +52,8 @@ typedef struct gm_xfer {
     char *body;           /* NUL-terminated; len bytes */
     size_t len;
     uint64_t written;     /* body bytes written to fd by this transfer */
-    int capped;           /* the body was cut at max_body */
+    int capped;           /* the body was cut at max_body, or an ignored body at GM_HTTP_MAX_IGNORED */
+    uint64_t ignored;     /* bytes of a body read only to be dropped (a redirect's, an error page into fd) */
     int restarted;        /* asked to resume but got 200: fd was truncated and refilled from 0 */
     int write_errno;      /* writing fd failed with this (the bytes before it are in fd, counted and hashed) */
     int bad_range;        /* asked to resume, the 206's Content-Range starts elsewhere: nothing was written */

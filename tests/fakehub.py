@@ -37,7 +37,8 @@ its sha256 as ETag and no X-Linked headers), wrong-range (a Range request to the
 seconds, and so on: a link that keeps stalling after a little), endless (a GET of a blob from the cdn
 answered 200 with no Content-Length: the file, then zeros until the client hangs up), fail-lfs (the
 --fail-first failures, with --fail-status, go to the hub's GETs of LFS files only: a download's own GET
-rate limited after its HEAD passed).
+rate limited after its HEAD passed), endless-error (every error a GET gets has no Content-Length: its
+JSON, then zeros until the client hangs up or --max-seconds).
 --log appends one JSON line per request:
   {"server", "method", "path", "range", "auth", "status", "bytes"}.
 """
@@ -57,7 +58,7 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
-         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs"}
+         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs", "endless-error"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -324,6 +325,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    ("X-Error-Message", message)]
         if code:
             headers.append(("X-Error-Code", code))
+        if "endless-error" in self.state.modes and self.command == "GET":
+            self.start(status, headers[:1] + headers[2:] + list(extra))
+            self.wfile.write(payload)
+            self.sent += len(payload)
+            deadline = time.monotonic() + self.state.args.max_seconds
+            while time.monotonic() < deadline:
+                self.wfile.write(ZEROS)
+                self.sent += len(ZEROS)
+            return
         self.start(status, headers + list(extra))
         self.body([payload], len(payload))
 

@@ -948,6 +948,28 @@ Test(hub, a_rate_limited_download_waits_for_retry_after_and_says_so)
 }
 
 /*
+** An error page that never ends (no Content-Length, then bytes without end), to a download's own GET (into the
+** file) or to the Hub's API (into memory): read no further than a little of it, then retried as any error; it had
+** been read until the server gave up, or memory ran out.
+*/
+Test(hub, an_endless_error_page_is_cut_off_and_the_request_retried, .timeout = 60)
+{
+    const char *const modes[] = {"fail-lfs", "fail-first"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {"--mode", modes[i], "--mode", "endless-error", "--fail-first", "1", "--fail-status",
+                              "500", "--max-seconds", "30", NULL};
+        hub_start(args);
+        char *out = NULL, *err = NULL;
+        cr_assert_eq(gm(NULL, "download golden/qwen2_tied", &out, &err), 0, "%s: %s", modes[i], err);
+        cr_assert_eq(log_count("\"status\": 500", NULL), 1, "%s", modes[i]);
+        cr_assert_lt(log_bytes(), 32l << 20, "%s: the fake Hub sent %ld bytes", modes[i], log_bytes());
+        free(out), free(err);
+        hub_stop();
+        tu_rm_rf(hub.home); /* the next download fetches it again */
+    }
+}
+
+/*
 ** A blob cut short after it was linked (a disk that filled under a copy, a truncate) is found by the next
 ** download, single file or shard alike: offline it says so and what mends it, online it is fetched again from
 ** its own bytes on.

@@ -952,7 +952,7 @@ Test(hub, a_rate_limited_download_waits_for_retry_after_and_says_so)
 ** file) or to the Hub's API (into memory): read no further than a little of it, then retried as any error; it had
 ** been read until the server gave up, or memory ran out.
 */
-Test(hub, an_endless_error_page_is_cut_off_and_the_request_retried, .timeout = 60)
+Test(hub, an_endless_error_page_is_cut_off_and_the_request_retried)
 {
     const char *const modes[] = {"fail-lfs", "fail-first"};
     for (size_t i = 0; i < 2; i++) {

@@ -382,6 +382,14 @@ static int fail(gm_xfer *x, gm_status *st)
     }
 }
 
+long gm_http_retry_ms(const gm_hub *h, int attempt, long retry_after)
+{
+    const long backoff = h->retry_ms << (attempt - 1);
+    if (retry_after > 0 && retry_after * 1000 > backoff)
+        return retry_after > 10 ? 10000 : retry_after * 1000;
+    return backoff;
+}
+
 int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
 {
     CURLM *multi = curl_multi_init();
@@ -456,10 +464,7 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                 continue;
             }
             if (retryable(x) && x->fd < 0 && x->attempts <= h->retries) {
-                long delay = h->retry_ms << (x->attempts - 1);
-                if (x->retry_after > 0 && x->retry_after * 1000 > delay)
-                    delay = x->retry_after * 1000 > 10000 ? 10000 : x->retry_after * 1000;
-                x->not_before = now() + (double)delay / 1000.0;
+                x->not_before = now() + (double)gm_http_retry_ms(h, x->attempts, x->retry_after) / 1000.0;
                 continue;
             }
             if (x->result != CURLE_OK && x->fd < 0) {

@@ -82,6 +82,12 @@ void gm_xfer_free(gm_xfer *x);
 int gm_http_same_origin(const char *a, const char *b);
 
 /*
+** The wait before retry number `attempt` (1, 2, ...), in milliseconds: the
+** backoff, or the longer wait a 429's or 503's Retry-After asks for, at most 10 s.
+*/
+long gm_http_retry_ms(const gm_hub *h, int attempt, long retry_after);
+
+/*
 ** Run the transfers to completion, all at once. Returns 0 when each finished
 ** with a response (any status: look at x->status); otherwise the first
 ** transport failure, after retries, is in st, naming the URL.

@@ -1234,10 +1234,8 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
                     result != CURLE_OK ? curl_easy_strerror(result) : status >= 400 ? why : "short body");
             goto out;
         }
-        /* backoff, or the wait a 429's or 503's Retry-After asks for (as gm_http_run's, at most 10 s); Ctrl-C ends it */
-        long delay = h->retry_ms << (attempt - 1);
-        if (retry_after > 0 && retry_after * 1000 > delay)
-            delay = retry_after > 10 ? 10000 : retry_after * 1000;
+        /* the backoff, or what a Retry-After asks for; Ctrl-C ends it */
+        const long delay = gm_http_retry_ms(h, attempt, retry_after);
         for (long waited = 0; waited < delay && !gm_interrupted(); waited += 50)
             usleep((useconds_t)(delay - waited < 50 ? delay - waited : 50) * 1000u);
         if (gm_interrupted()) {

@@ -63,12 +63,7 @@ static int interrupted(void)
     return sigpending(&pending) == 0 && (held(&pending, SIGINT) || held(&pending, SIGTERM) || held(&pending, SIGHUP));
 }
 
-/* A living document is carried over only from a plain file, never through a symlink. */
-static int is_regular(const char *path)
-{
-    struct stat sb;
-    return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
+static int link_into(const char *from, const char *to, const struct stat *sb, int depth, gm_status *st);
 
 /* Fill the temporary folder tmp with everything models/<id>/ will hold. */
 static int fill(const char *tmp, const char *final, const gm_gen_result *r,
@@ -82,11 +77,11 @@ static int fill(const char *tmp, const char *final, const gm_gen_result *r,
             return gm_fail(st, GM_EIO, "%s/%s: path too long", final, f->path);
         if (make_parents(path, st))
             return st->code;
-        if (f->keep && is_regular(old)) {
-            /* a living document, phase0's record of any size: linked in as it is, as the user's files are */
-            if (link(old, path) != 0)
-                return gm_fail(st, GM_EIO, "%s: cannot keep it in the new folder (a hard link to %s): %s", old, path,
-                               strerror(errno));
+        struct stat sb;
+        if (f->keep && lstat(old, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            /* a living document, phase0's record of any size (from a plain file, never through a symlink): linked
+               in as it is, as the user's files are */
+            link_into(old, path, &sb, 0, st);
         } else {
             gm_write_file(path, f->text, f->len, st);
         }

@@ -375,6 +375,14 @@ static void expect_load_error(const char *content, size_t len, int code, const c
     cr_assert(strchr(st.msg, '\n') == NULL);
 }
 
+/* The tiny tokenizer with its first `from` made `to` fails to load as expect_load_error says. */
+static void expect_edit_error(const char *from, const char *to, int code, const char *want)
+{
+    char *json = replace_once(tiny, from, to);
+    expect_load_error(json, strlen(json), code, want);
+    free(json);
+}
+
 Test(tokenizer, tiny_file_encodes_merges_and_bos)
 {
     char *path = tiny_file(tiny, strlen(tiny));
@@ -474,26 +482,20 @@ Test(tokenizer, rejects_a_truncated_real_file)
 
 Test(tokenizer, rejects_malformed_json)
 {
-    char *bad = replace_once(tiny, "\"ab\": 2}", "\"ab\": 2,}");
-    expect_load_error(bad, strlen(bad), GM_EFORMAT, "model.vocab");
-    free(bad);
-    bad = replace_once(tiny, "\"version\": \"1.0\",", "\"version\": \"1.0\"");
-    expect_load_error(bad, strlen(bad), GM_EFORMAT, "malformed JSON");
-    free(bad);
+    expect_edit_error("\"ab\": 2}", "\"ab\": 2,}", GM_EFORMAT, "model.vocab");
+    expect_edit_error("\"version\": \"1.0\",", "\"version\": \"1.0\"", GM_EFORMAT, "malformed JSON");
 }
 
 Test(tokenizer, rejects_an_unknown_model_type)
 {
-    char *bad = replace_once(tiny, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"");
-    expect_load_error(bad, strlen(bad), GM_EUNSUPPORTED, "model.type: 'WordPiece' is not supported");
-    free(bad);
+    expect_edit_error("\"type\": \"BPE\"", "\"type\": \"WordPiece\"", GM_EUNSUPPORTED,
+                      "model.type: 'WordPiece' is not supported");
 }
 
 Test(tokenizer, rejects_a_merge_naming_a_missing_token)
 {
-    char *bad = replace_once(tiny, "[\"a b\"]", "[\"a b\", \"b c\"]");
-    expect_load_error(bad, strlen(bad), GM_EFORMAT, "model.merges[1]: token 'c' is not in model.vocab");
-    free(bad);
+    expect_edit_error("[\"a b\"]", "[\"a b\", \"b c\"]", GM_EFORMAT,
+                      "model.merges[1]: token 'c' is not in model.vocab");
 }
 
 /* A bad entry of model.vocab or model.merges is named at its byte in the file, where an editor finds it. */
@@ -522,11 +524,8 @@ Test(tokenizer, a_malformed_value_says_what_it_found)
         {"\"normalizer\": null", "\"normalizer\": [{\"type\": \"NFC\"}]",
          "normalizer: expected an object with a \"type\", found an array"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *json = replace_once(tiny, cases[i][0], cases[i][1]);
-        expect_load_error(json, strlen(json), GM_EFORMAT, cases[i][2]);
-        free(json);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_edit_error(cases[i][0], cases[i][1], GM_EFORMAT, cases[i][2]);
     /* a clone made without git-lfs: the pointer, not the file */
     const char lfs[] = "version https://git-lfs.github.com/spec/v1\noid sha256:4b1c0e\nsize 11422654\n";
     expect_load_error(lfs, strlen(lfs), GM_EFORMAT, "found a Git LFS pointer file");
@@ -539,12 +538,10 @@ Test(tokenizer, a_malformed_value_says_what_it_found)
 */
 Test(tokenizer, refuses_bpe_dropout_and_a_step_after_byte_level)
 {
-    char *json = replace_once(tiny, "\"dropout\": null", "\"dropout\": 0.1");
-    expect_load_error(json, strlen(json), GM_EUNSUPPORTED, "model.dropout: expected null or 0, found 0.1");
-    free(json);
-    json = replace_once(tiny, "\"dropout\": null", "\"dropout\": 1.5");
-    expect_load_error(json, strlen(json), GM_EFORMAT, "model.dropout: expected null or a number from 0 to 1, found 1.5");
-    free(json);
+    expect_edit_error("\"dropout\": null", "\"dropout\": 0.1", GM_EUNSUPPORTED,
+                      "model.dropout: expected null or 0, found 0.1");
+    expect_edit_error("\"dropout\": null", "\"dropout\": 1.5", GM_EFORMAT,
+                      "model.dropout: expected null or a number from 0 to 1, found 1.5");
 
     static const char split[] = "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"behavior\": \"Isolated\", "
                                 "\"invert\": false}";
@@ -552,15 +549,13 @@ Test(tokenizer, refuses_bpe_dropout_and_a_step_after_byte_level)
                                      "\"use_regex\": false}";
     char pre[512];
     snprintf(pre, sizeof pre, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [%s, %s]}", byte_level, split);
-    json = replace_once(tiny, "\"pre_tokenizer\": null", pre);
-    expect_load_error(json, strlen(json), GM_EUNSUPPORTED,
+    expect_edit_error("\"pre_tokenizer\": null", pre, GM_EUNSUPPORTED,
                       "pre_tokenizer.pretokenizers[1]: expected no step after ByteLevel, found Split");
-    free(json);
 
     /* the usual order, and dropout 0, load */
     snprintf(pre, sizeof pre, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [%s, %s]}", split, byte_level);
     char *ok = replace_once(tiny, "\"pre_tokenizer\": null", pre);
-    json = replace_once(ok, "\"dropout\": null", "\"dropout\": 0");
+    char *json = replace_once(ok, "\"dropout\": null", "\"dropout\": 0");
     char *path = tiny_file(json, strlen(json));
     gm_tokenizer *t = NULL;
     gm_status st = {0};

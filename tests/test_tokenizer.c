@@ -566,6 +566,231 @@ Test(tokenizer, refuses_bpe_dropout_and_a_step_after_byte_level)
     free(ok);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Metaspace: the SentencePiece files newer converters write (Mistral-7B-v0.3's kind) */
+
+/*
+** mistral7b_spm's tokenizer.json with its normalizer, pre_tokenizer and
+** decoder replaced by the JSON given ("null" for none), loaded.
+*/
+static gm_tokenizer *mistral_edited(const char *normalizer, const char *pre, const char *decoder)
+{
+    char path[1024];
+    size_t len;
+    snprintf(path, sizeof path, "%s/tokenizers/mistral7b_spm/tokenizer.json", GM_SHARED_DIR);
+    char *text = read_all(path, &len);
+    cr_assert(text != NULL, "cannot read %s", path);
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    cr_assert(j != NULL);
+    free(text);
+    const char *keys[] = {"normalizer", "pre_tokenizer", "decoder"}, *values[] = {normalizer, pre, decoder};
+    for (int k = 0; k < 3; k++) {
+        cJSON *v = cJSON_Parse(values[k]);
+        cr_assert(v != NULL, "fixture: %s", values[k]);
+        cr_assert(cJSON_ReplaceItemInObjectCaseSensitive(j, keys[k], v));
+    }
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    char *file = tiny_file(out, strlen(out));
+    free(out);
+    gm_tokenizer *t = NULL;
+    gm_status st = {0};
+    cr_assert(gm_tokenizer_load(&t, file, &st) == 0, "%s", st.msg);
+    drop_tiny(file);
+    return t;
+}
+
+static const char metaspace_first[] =
+    "{\"type\": \"Metaspace\", \"replacement\": \"\u2581\", \"prepend_scheme\": \"first\", \"split\": false}";
+
+/* ids of text (special tokens added as the flag says, parsed), which must encode */
+static int32_t *ids_of(const gm_tokenizer *t, const char *text, size_t len, int add_special, size_t *n)
+{
+    int32_t *ids = NULL;
+    gm_status st = {0};
+    cr_assert(gm_tokenizer_encode(t, text, len, add_special, 1, &ids, n, &st) == 0, "%s", st.msg);
+    return ids;
+}
+
+/*
+** Llama-2's and Mistral-7B-v0.1's files spell SentencePiece as a normalizer
+** (Prepend "\u2581", then Replace " " with it); newer ones as a Metaspace
+** pre-tokenizer with prepend_scheme first and no split. The two agree but at
+** a leading space, which the normalizer keeps and Metaspace takes for the
+** prefix ("\u2581\u2581a" against "\u2581a"), and after an added token (the
+** normalizer prefixes every stretch, Metaspace the text's first only). So on
+** every golden input with no added token in it, the Metaspace file gives the
+** golden ids, or, where the text starts with a space, the ids the proven
+** normalizer file gives for the text without that space; and decodes alike.
+*/
+Test(tokenizer, metaspace_first_is_the_sentencepiece_normalizer_but_at_a_leading_space)
+{
+    char path[1024], gpath[1024];
+    gm_status st = {0};
+    size_t glen;
+    snprintf(path, sizeof path, "%s/tokenizers/mistral7b_spm/tokenizer.json", GM_SHARED_DIR);
+    snprintf(gpath, sizeof gpath, "%s/tokenizers/mistral7b_spm/goldens.json", GM_SHARED_DIR);
+    gm_tokenizer *legacy = NULL;
+    cr_assert(gm_tokenizer_load(&legacy, path, &st) == 0, "%s", st.msg);
+    gm_tokenizer *meta = mistral_edited("null", metaspace_first,
+                                        "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Metaspace\", "
+                                        "\"replacement\": \"\u2581\", \"prepend_scheme\": \"first\", \"split\": false}, "
+                                        "{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}");
+    char *gtext = read_all(gpath, &glen);
+    cJSON *g = cJSON_ParseWithLength(gtext, glen);
+    cr_assert(g != NULL);
+    const cJSON *c;
+    int same = 0, shifted = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(g, "cases"))
+    {
+        const char *name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+        size_t n, m, k;
+        char *text = (char *)from_hex(cJSON_GetObjectItemCaseSensitive(c, "utf8_hex")->valuestring, &n);
+        if (strstr(text, "<s>") || strstr(text, "</s>") || strstr(text, "<unk>")) {
+            free(text);
+            continue;
+        }
+        for (int add = 0; add < 2; add++) {
+            int32_t *got = ids_of(meta, text, n, add, &m), *want;
+            char msg[512];
+            if (text[0] == ' ') {
+                want = ids_of(legacy, text + 1, n - 1, add, &k);
+                cr_expect(m == k && memcmp(got, want, k * sizeof *got) == 0, "%s (add_special %d): %zu ids, want %zu",
+                          name, add, m, k);
+                free(want);
+                shifted += add;
+            } else {
+                cr_expect(same_ids(got, m, cJSON_GetObjectItemCaseSensitive(c, add ? "ids_special" : "ids"), msg,
+                                   sizeof msg), "%s (add_special %d): %s", name, add, msg);
+                same += add;
+            }
+            free(got);
+        }
+        if (text[0] != ' ') {
+            char msg[512];
+            cr_expect(check_decode(meta, cJSON_GetObjectItemCaseSensitive(c, "ids"), 0,
+                                   cJSON_GetObjectItemCaseSensitive(c, "decoded"), msg, sizeof msg), "%s: %s", name,
+                      msg);
+        }
+        free(text);
+    }
+    cr_assert(same >= 80 && shifted >= 4, "only %d inputs compared to the goldens, %d shifted", same, shifted);
+    cJSON_Delete(g);
+    free(gtext);
+    gm_tokenizer_free(meta);
+    gm_tokenizer_free(legacy);
+}
+
+/* ids = the concatenation of pieces, each the bare model's ids for it, or the added token's id where it is "<s>" */
+static void expect_pieces(const gm_tokenizer *t, const gm_tokenizer *bare, const char *text, const char *const *pieces)
+{
+    size_t n, k = 0, m;
+    int32_t *got = ids_of(t, text, strlen(text), 0, &n), want[256];
+    for (const char *const *p = pieces; *p; p++) {
+        if (strcmp(*p, "<s>") == 0) {
+            want[k++] = gm_tokenizer_token_id(bare, "<s>");
+            continue;
+        }
+        int32_t *ids = ids_of(bare, *p, strlen(*p), 0, &m);
+        cr_assert(k + m <= 256);
+        memcpy(want + k, ids, m * sizeof *ids);
+        k += m;
+        free(ids);
+    }
+    cr_assert(n == k && memcmp(got, want, k * sizeof *got) == 0, "'%s': %zu ids, want %zu", text, n, k);
+    free(got);
+}
+
+/*
+** The pieces the reference's own tests give (its metaspace.rs), here with
+** "<s>" an added token: "first" prefixes only the piece that starts the
+** text, and only where it does not already start with a space; "always"
+** every stretch; split cuts before each "\u2581".
+*/
+Test(tokenizer, metaspace_prefixes_and_splits_the_pieces_as_the_reference_does)
+{
+    gm_tokenizer *bare = mistral_edited("null", "null", "null");
+    gm_tokenizer *first = mistral_edited("null", metaspace_first, "null");
+    expect_pieces(first, bare, " Hey <s>how <s>are <s> you",
+                  (const char *const[]){"\u2581Hey\u2581", "<s>", "how\u2581", "<s>", "are\u2581", "<s>", "\u2581you", NULL});
+    expect_pieces(first, bare, "Hey my friend <s>how",
+                  (const char *const[]){"\u2581Hey\u2581my\u2581friend\u2581", "<s>", "how", NULL});
+    expect_pieces(first, bare, "<s>how are", (const char *const[]){"<s>", "how\u2581are", NULL});
+    gm_tokenizer *always = mistral_edited(
+        "null", "{\"type\": \"Metaspace\", \"replacement\": \"\u2581\", \"add_prefix_space\": true}", "null");
+    /* split (true when absent): "\u2581\u2581" is a token of this vocabulary, so the cut shows */
+    expect_pieces(always, bare, "Hey  friend <s>how",
+                  (const char *const[]){"\u2581Hey", "\u2581", "\u2581friend", "\u2581", "<s>", "\u2581how", NULL});
+    expect_pieces(always, bare, "Hey  ", (const char *const[]){"\u2581Hey", "\u2581", "\u2581", NULL});
+    size_t n;
+    int32_t *ids = ids_of(always, " ", 1, 0, &n);
+    cr_assert(n == 1 && ids[0] == gm_tokenizer_token_id(bare, "\u2581"), "a lone space is one \u2581");
+    free(ids);
+    ids = ids_of(always, "<s>", 3, 0, &n);
+    cr_assert(n == 1, "an empty stretch gets no prefix");
+    free(ids);
+    gm_tokenizer_free(always);
+    gm_tokenizer_free(first);
+    gm_tokenizer_free(bare);
+}
+
+/* The decoder: a space for each "\u2581", none in the first token unless the scheme is never. */
+Test(tokenizer, the_metaspace_decoder_drops_the_first_tokens_replacements)
+{
+    static const struct {
+        const char *decoder, *want;
+    } cases[] = {
+        {"{\"type\": \"Metaspace\", \"replacement\": \"\u2581\", \"prepend_scheme\": \"always\"}", "Hey friend!"},
+        {"{\"type\": \"Metaspace\", \"replacement\": \"\u2581\", \"add_prefix_space\": false}", " Hey friend!"},
+    };
+    gm_tokenizer *bare = mistral_edited("null", "null", "null");
+    const int32_t ids[] = {gm_tokenizer_token_id(bare, "\u2581Hey"), gm_tokenizer_token_id(bare, "\u2581friend"),
+                           gm_tokenizer_token_id(bare, "!")};
+    cr_assert(ids[0] >= 0 && ids[1] >= 0 && ids[2] >= 0);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        gm_tokenizer *t = mistral_edited("null", "null", cases[i].decoder);
+        char *text = NULL;
+        size_t len;
+        gm_status st = {0};
+        cr_assert(gm_tokenizer_decode(t, ids, 3, 0, &text, &len, &st) == 0, "%s", st.msg);
+        cr_assert_str_eq(text, cases[i].want);
+        free(text);
+        /* every replacement of the first token goes, not only its first */
+        const int32_t two = gm_tokenizer_token_id(bare, "\u2581\u2581");
+        cr_assert(gm_tokenizer_decode(t, &two, 1, 0, &text, &len, &st) == 0, "%s", st.msg);
+        cr_assert_str_eq(text, i == 0 ? "" : "  ");
+        free(text);
+        gm_tokenizer_free(t);
+    }
+    gm_tokenizer_free(bare);
+}
+
+Test(tokenizer, a_malformed_metaspace_is_named)
+{
+    static const struct {
+        const char *step;
+        int code;
+        const char *want;
+    } cases[] = {
+        {"{\"type\": \"Metaspace\", \"replacement\": \"ab\"}", GM_EFORMAT,
+         "pre_tokenizer.replacement: expected one character, found the string \"ab\""},
+        {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"prepend_scheme\": \"sometimes\"}", GM_EFORMAT,
+         "pre_tokenizer.prepend_scheme: expected always, first or never, found 'sometimes'"},
+        {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"add_prefix_space\": false, \"prepend_scheme\": \"first\"}",
+         GM_EFORMAT, "pre_tokenizer: add_prefix_space false does not match prepend_scheme 'first'"},
+        {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"split\": 1}", GM_EFORMAT,
+         "pre_tokenizer.split: expected true or false, found 1"},
+        {"{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Metaspace\", \"replacement\": \"_\"}, "
+         "{\"type\": \"Metaspace\", \"replacement\": \"_\"}]}",
+         GM_EUNSUPPORTED, "pre_tokenizer.pretokenizers[1]: a second Metaspace step is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char pre[512];
+        snprintf(pre, sizeof pre, "\"pre_tokenizer\": %s", cases[i].step);
+        expect_edit_error("\"pre_tokenizer\": null", pre, cases[i].code, cases[i].want);
+    }
+}
+
 Test(tokenizer, rejects_a_missing_file)
 {
     gm_tokenizer *t = NULL;

@@ -198,6 +198,36 @@ static int dec_strip(const tk_dec *d, const strs *in, strs *out)
     return 0;
 }
 
+/*
+** Metaspace: the replacement becomes a space, except in the first string,
+** where every one of them goes (the one the encoder put in front, and any
+** other, as the reference does), unless the scheme is never.
+*/
+static int dec_metaspace(const tk_dec *d, const strs *in, strs *out)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        const char *s = STR(in, i);
+        const size_t n = in->len[i];
+        const int drop = i == 0 && d->start != TK_PREPEND_NEVER;
+        size_t start = 0;
+        if (strs_add(out, "", 0) != 0)
+            return -1;
+        for (size_t j = 0; j + d->alen <= n;) {
+            if (memcmp(s + j, d->a, d->alen) != 0) {
+                j++;
+                continue;
+            }
+            if (strs_append_last(out, s + start, j - start) != 0 || (!drop && strs_append_last(out, " ", 1) != 0))
+                return -1;
+            j += d->alen;
+            start = j;
+        }
+        if (strs_append_last(out, s + start, n - start) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int dec_fuse(const strs *in, strs *out)
 {
     if (strs_add(out, "", 0) != 0)
@@ -237,6 +267,7 @@ int gm_tokenizer_decode(const gm_tokenizer *t, const int32_t *ids, size_t n, int
         case TK_DEC_BYTE_FALLBACK: r = dec_byte_fallback(&a, &b); break;
         case TK_DEC_REPLACE: r = dec_replace(d, &a, &b); break;
         case TK_DEC_STRIP: r = dec_strip(d, &a, &b); break;
+        case TK_DEC_METASPACE: r = dec_metaspace(d, &a, &b); break;
         default: r = dec_fuse(&a, &b); break;
         }
         if (r != 0)

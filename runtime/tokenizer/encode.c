@@ -26,6 +26,7 @@ typedef struct enc_ctx {
     int parse_special;
     tk_scratch *scratch;
     gm_buf norm;
+    gm_buf pre; /* the text a Metaspace step wrote */
     tk_spans spans;
     tk_ids out;
     gm_status err; /* what failed, when it is not out of memory: a regex the engine gave up on */
@@ -35,6 +36,7 @@ static void ctx_free(enc_ctx *c)
 {
     tk_scratch_free(c->scratch);
     free(c->norm.p);
+    free(c->pre.p);
     free(c->spans.p);
     free(c->out.p);
 }
@@ -138,13 +140,14 @@ static int next_added(const gm_tokenizer *t, const tk_matcher *m, int norm, int 
 
 /* ------------------------------------------------------------------ encode */
 
-static int model_piece(enc_ctx *c, const char *s, size_t n)
+/* One stretch of normalized text into ids; at_start: it begins where the input text begins. */
+static int model_piece(enc_ctx *c, const char *s, size_t n, int at_start)
 {
     const gm_tokenizer *t = c->t;
 
     if (n == 0)
         return 0;
-    if (tk_pretokenize(t->pre, t->n_pre, s, n, &c->spans, t->path, &c->err) != 0)
+    if (tk_pretokenize(t->pre, t->n_pre, s, n, at_start, &c->pre, &s, &c->spans, t->path, &c->err) != 0)
         return -1;
     for (size_t i = 0; i < c->spans.n; i++) {
         size_t a = c->spans.p[2 * i], b = c->spans.p[2 * i + 1];
@@ -155,7 +158,7 @@ static int model_piece(enc_ctx *c, const char *s, size_t n)
 }
 
 /* One stretch between raw added tokens: normalize, cut at normalized added tokens, model. */
-static int normalized_piece(enc_ctx *c, const char *s, size_t n)
+static int normalized_piece(enc_ctx *c, const char *s, size_t n, int at_start)
 {
     const gm_tokenizer *t = c->t;
     const char *ns = s;
@@ -171,7 +174,7 @@ static int normalized_piece(enc_ctx *c, const char *s, size_t n)
         nn = c->norm.n;
     }
     if (t->match_norm.count == 0)
-        return model_piece(c, ns, nn);
+        return model_piece(c, ns, nn, at_start);
     // the normalized text may be reused by model_piece's callees; keep our own copy
     char *copy = malloc(nn ? nn : 1);
     if (copy == NULL)
@@ -179,13 +182,13 @@ static int normalized_piece(enc_ctx *c, const char *s, size_t n)
     memcpy(copy, ns, nn);
     int rc = 0;
     while (rc == 0 && next_added(t, &t->match_norm, 1, c->parse_special, copy, nn, pos, pos, &ms, &me, &id)) {
-        rc = model_piece(c, copy + pos, ms - pos);
+        rc = model_piece(c, copy + pos, ms - pos, at_start && pos == 0);
         if (rc == 0)
             rc = tk_ids_push(&c->out, id);
         pos = me;
     }
     if (rc == 0)
-        rc = model_piece(c, copy + pos, nn - pos);
+        rc = model_piece(c, copy + pos, nn - pos, at_start && pos == 0);
     free(copy);
     return rc;
 }
@@ -197,11 +200,11 @@ static int encode_text(enc_ctx *c, const char *s, size_t n)
     int32_t id;
 
     while (next_added(t, &t->match_raw, 0, c->parse_special, s, n, pos, pos, &ms, &me, &id)) {
-        if (normalized_piece(c, s + pos, ms - pos) != 0 || tk_ids_push(&c->out, id) != 0)
+        if (normalized_piece(c, s + pos, ms - pos, pos == 0) != 0 || tk_ids_push(&c->out, id) != 0)
             return -1;
         pos = me;
     }
-    return normalized_piece(c, s + pos, n - pos);
+    return normalized_piece(c, s + pos, n - pos, pos == 0);
 }
 
 static int check_text(const gm_tokenizer *t, const char *text, size_t len, gm_status *st)

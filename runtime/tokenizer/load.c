@@ -21,6 +21,7 @@
 #include "bpe.h"
 #include "gm/io.h"
 #include "gm/json.h"
+#include "gm/utf8.h"
 #include "maps.h"
 #include "normalize.h"
 #include "pretokenize.h"
@@ -235,6 +236,47 @@ static int load_normalizer(gm_tokenizer *t, const cJSON *o, const char *where, i
 
 /* ----------------------------------------------------------- pre-tokenizer */
 
+/*
+** Metaspace's settings, as the pre-tokenizer and the decoder of that name
+** both read them: "replacement", one character; "prepend_scheme" (always,
+** first or never; always when absent); the older "add_prefix_space", whose
+** false means never and which the reference refuses beside another scheme;
+** "split" (true when absent) where split is not NULL.
+*/
+static int get_metaspace(const gm_tokenizer *t, const cJSON *o, const char *where, char **rep, size_t *replen,
+                         int *prepend, int *split, gm_status *st)
+{
+    const char *r = NULL, *scheme = "always";
+    int prefix = 1;
+    size_t adv = 0;
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(o, "prepend_scheme");
+    if (get_string(t, o, "replacement", where, &r, st) != 0 ||
+        get_bool(t, o, "add_prefix_space", where, 1, &prefix, st) != 0 ||
+        (split && get_bool(t, o, "split", where, 1, split, st) != 0) ||
+        (ps && !cJSON_IsNull(ps) && get_string(t, o, "prepend_scheme", where, &scheme, st) != 0))
+        return st->code;
+    if (!*r || (gm_utf8_decode(r, strlen(r), &adv), adv != strlen(r)))
+        return gm_fail(st, GM_EFORMAT, "%s: %s.replacement: expected one character, found %s", t->path, where,
+                       found(cJSON_GetObjectItemCaseSensitive(o, "replacement")).s);
+    if (strcmp(scheme, "always") == 0)
+        *prepend = TK_PREPEND_ALWAYS;
+    else if (strcmp(scheme, "first") == 0)
+        *prepend = TK_PREPEND_FIRST;
+    else if (strcmp(scheme, "never") == 0)
+        *prepend = TK_PREPEND_NEVER;
+    else
+        return gm_fail(st, GM_EFORMAT, "%s: %s.prepend_scheme: expected always, first or never, found '%s'", t->path,
+                       where, scheme);
+    if (!prefix && *prepend != TK_PREPEND_NEVER && ps && !cJSON_IsNull(ps))
+        return gm_fail(st, GM_EFORMAT, "%s: %s: add_prefix_space false does not match prepend_scheme '%s' (the "
+                       "reference refuses the two together): remove add_prefix_space", t->path, where, scheme);
+    if (!prefix)
+        *prepend = TK_PREPEND_NEVER;
+    if (dup_str(r, strlen(r), rep, replen) != 0)
+        return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
+    return 0;
+}
+
 /* GPT-2's pattern, which ByteLevel applies when use_regex is true. */
 static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
@@ -369,8 +411,22 @@ static int load_pre_tokenizer(gm_tokenizer *t, const cJSON *o, const char *where
         }
         return 0;
     }
-    return gm_fail(st, GM_EUNSUPPORTED, "%s: %s: type '%s' is not supported (supported: ByteLevel, Split, Sequence)",
-                   t->path, where, ty);
+    if (strcmp(ty, "Metaspace") == 0) {
+        for (size_t i = 0; i < t->n_pre; i++)
+            if (t->pre[i].kind == TK_PRE_METASPACE)
+                return gm_fail(st, GM_EUNSUPPORTED, "%s: %s: a second Metaspace step is not supported", t->path, where);
+        p.kind = TK_PRE_METASPACE;
+        if (get_metaspace(t, o, where, &p.rep, &p.replen, &p.prepend, &p.split, st) != 0)
+            return st->code;
+        *mt_ok = 0; /* "first" holds for the text's first piece only, not for the first of each thread's part */
+        if (add_pre(t, &p, st) != 0) {
+            free(p.rep);
+            return st->code;
+        }
+        return 0;
+    }
+    return gm_fail(st, GM_EUNSUPPORTED, "%s: %s: type '%s' is not supported (supported: ByteLevel, Split, Metaspace, "
+                   "Sequence)", t->path, where, ty);
 }
 
 /* ---------------------------------------------------------- post-processor */
@@ -574,10 +630,14 @@ static int load_decoder(gm_tokenizer *t, const cJSON *o, const char *where, int 
         d.stop = (int)b->valuedouble;
         if (dup_str(c, strlen(c), &d.a, &d.alen) != 0)
             return gm_fail(st, GM_ENOMEM, "%s: out of memory", t->path);
+    } else if (strcmp(ty, "Metaspace") == 0) {
+        d.kind = TK_DEC_METASPACE;
+        if (get_metaspace(t, o, where, &d.a, &d.alen, &d.start, NULL, st) != 0)
+            return st->code;
     } else {
         return gm_fail(st, GM_EUNSUPPORTED,
                        "%s: %s: type '%s' is not supported (supported: ByteLevel, ByteFallback, Fuse, Replace, Strip, "
-                       "Sequence)",
+                       "Metaspace, Sequence)",
                        t->path, where, ty);
     }
     if (add_dec(t, &d, st) != 0) {
@@ -1152,6 +1212,7 @@ void gm_tokenizer_free(gm_tokenizer *t)
     for (size_t i = 0; i < t->n_pre; i++) {
         tk_regex_free(t->pre[i].regex);
         free(t->pre[i].pattern);
+        free(t->pre[i].rep);
     }
     for (size_t i = 0; i < t->n_dec; i++) {
         free(t->dec[i].a);

@@ -1,8 +1,10 @@
 /*
 ** The pre-tokenizers: Split, run by Oniguruma with the reference's rules for
-** matches, behaviours and invert, and ByteLevel's GPT-2 regex (the byte to
+** matches, behaviours and invert, ByteLevel's GPT-2 regex (the byte to
 ** alphabet mapping of ByteLevel happens in BPE, on the model's side, so that
-** a pre-token stays a span of the normalized text).
+** a pre-token stays a span of the normalized text), and Metaspace, the one
+** step that writes text: SentencePiece's replacement (U+2581) for each space
+** and in front of a piece.
 **
 ** Regex engine: Oniguruma, the engine the reference runs its Split regexes on.
 ** Debian 12's PCRE2 10.42 also compiles them, but with PCRE2_UCP it counts
@@ -315,8 +317,56 @@ static int search_failed(const tk_pre *pre, int err, const char *path, gm_status
                    pre->is_regex ? "regex" : "pattern", pat, strlen(pat) > 80 ? "..." : "", (const char *)why, hint);
 }
 
-int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out, const char *path,
-                   gm_status *st)
+/*
+** Metaspace on each piece of in, as the reference does it: the piece's
+** spaces become the replacement, and the replacement goes in front of a
+** piece that does not already start with it where the scheme says (always:
+** every piece; first: the piece that starts where the input text starts;
+** never: none; an empty piece gets nothing, but none reaches here). With
+** split, each piece is then cut before every replacement (MergedWithNext:
+** "\u2581\u2581a" is "\u2581" and "\u2581a"). The pieces are written anew,
+** one after the other, into buf, and out's spans index that text. (The
+** reference's "first" asks whether the piece starts at byte 0 of the
+** original text; here it is byte 0 of the normalized text: the two differ
+** only where a normalizer removes the first characters and a normalized
+** added token then cuts the text.)
+*/
+static int metaspace(const tk_pre *pre, const char *s, const tk_spans *in, int at_start, gm_buf *buf, tk_spans *out)
+{
+    const char *rep = pre->rep;
+    const size_t rl = pre->replen;
+    buf->n = 0;
+    out->n = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        const size_t a = in->p[2 * i], b = in->p[2 * i + 1], start = buf->n;
+        const int leads = s[a] == ' ' || (b - a >= rl && memcmp(s + a, rep, rl) == 0);
+        const int prefix = !leads && (pre->prepend == TK_PREPEND_ALWAYS ||
+                                      (pre->prepend == TK_PREPEND_FIRST && at_start && a == 0));
+        if (prefix && gm_buf_put(buf, rep, rl) != 0)
+            return -1;
+        for (size_t j = a; j < b;) { /* the run up to the next space, then the replacement for it */
+            const char *sp = memchr(s + j, ' ', b - j);
+            const size_t e = sp ? (size_t)(sp - s) : b;
+            if (gm_buf_put(buf, s + j, e - j) != 0 || (sp && gm_buf_put(buf, rep, rl) != 0))
+                return -1;
+            j = sp ? e + 1 : b;
+        }
+        size_t from = start;
+        if (pre->split) /* a cut before every replacement but one at the piece's start */
+            for (size_t j = start + 1; j + rl <= buf->n; j++)
+                if (memcmp(buf->p + j, rep, rl) == 0) {
+                    if (spans_push(out, from, j) != 0)
+                        return -1;
+                    from = j;
+                }
+        if (spans_push(out, from, buf->n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, int at_start, gm_buf *buf,
+                   const char **text, tk_spans *out, const char *path, gm_status *st)
 {
     tk_spans next = {0};
     pieces m = {0};
@@ -324,12 +374,22 @@ int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n,
     int rc = GM_ENOMEM, err = 0;
 
     out->n = 0;
+    *text = s;
     if (n == 0)
         return 0;
     if (spans_push(out, 0, n) != 0)
         return gm_fail(st, GM_ENOMEM, "%s: encode: out of memory", path);
     for (size_t k = 0; k < n_steps; k++) {
         const tk_pre *pre = &steps[k];
+        if (pre->kind == TK_PRE_METASPACE) { /* (the loader takes one Metaspace step at most: buf is written once) */
+            if (metaspace(pre, s, out, at_start, buf, &next) != 0)
+                goto out;
+            s = *text = buf->p;
+            tk_spans swap = *out;
+            *out = next;
+            next = swap;
+            continue;
+        }
         if (pre->regex == NULL)
             continue;
         if (region == NULL && (region = onig_region_new()) == NULL)

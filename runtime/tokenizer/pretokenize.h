@@ -1,6 +1,6 @@
 /*
 ** The pre-tokenizer steps (not installed): what load.c reads from
-** tokenizer.json's "pre_tokenizer" (Split, ByteLevel) and pretokenize.c runs
+** tokenizer.json's "pre_tokenizer" (Split, ByteLevel, Metaspace) and pretokenize.c runs
 ** to cut normalized text into the pre-tokens BPE sees, plus the regex
 ** compiler the loader builds those steps with.
 */
@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "gm/buf.h"
 #include "gm/status.h"
 
 enum tk_split_behavior {
@@ -19,7 +20,10 @@ enum tk_split_behavior {
     TK_SPLIT_CONTIGUOUS
 };
 
-enum tk_pre_kind { TK_PRE_SPLIT, TK_PRE_BYTE_LEVEL };
+enum tk_pre_kind { TK_PRE_SPLIT, TK_PRE_BYTE_LEVEL, TK_PRE_METASPACE };
+
+/* Metaspace's prepend_scheme (its decoder's too): where the replacement goes in front of a piece */
+enum tk_prepend { TK_PREPEND_ALWAYS, TK_PREPEND_FIRST, TK_PREPEND_NEVER };
 
 typedef struct tk_pre {
     int kind;
@@ -29,6 +33,10 @@ typedef struct tk_pre {
     int add_prefix_space; /* BYTE_LEVEL */
     char *pattern;        /* SPLIT: tokenizer.json's pattern as written, for messages (owned) */
     int is_regex;         /* SPLIT: the pattern was {"Regex": ...}, not {"String": ...} */
+    char *rep;            /* METASPACE: the replacement, one character (owned) */
+    size_t replen;        /* METASPACE: its bytes */
+    int prepend;          /* METASPACE: a tk_prepend */
+    int split;            /* METASPACE: cut each piece before every replacement */
 } tk_pre;
 
 /*
@@ -46,11 +54,14 @@ typedef struct tk_spans {
 } tk_spans;
 
 /*
-** Split s[0, n) by steps[0 .. n_steps) into out (reset). With no regex step the whole text is one
-** pre-token. A regex the engine gives up on (Oniguruma's backtracking limits) is GM_EUNSUPPORTED,
-** its message naming path, the step's pattern and Oniguruma's reason; out of memory is GM_ENOMEM.
+** Split s[0, n) by steps[0 .. n_steps) into out (reset), spans of *text: s itself, or, after a
+** Metaspace step (which writes text: its replacement for spaces and in front of pieces), the
+** rewritten text in *buf. at_start: s begins where the input text begins (Metaspace's "first").
+** With no step that splits the whole text is one pre-token. A regex the engine gives up on
+** (Oniguruma's backtracking limits) is GM_EUNSUPPORTED, its message naming path, the step's pattern
+** and Oniguruma's reason; out of memory is GM_ENOMEM.
 */
-int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, tk_spans *out, const char *path,
-                   gm_status *st);
+int tk_pretokenize(const tk_pre *steps, size_t n_steps, const char *s, size_t n, int at_start, gm_buf *buf,
+                   const char **text, tk_spans *out, const char *path, gm_status *st);
 
 #endif

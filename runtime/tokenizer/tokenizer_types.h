@@ -39,13 +39,20 @@ typedef struct tk_matcher {
 } tk_matcher;
 
 /* A decoder step (decode.c runs them in order). */
-enum tk_dec_kind { TK_DEC_BYTE_LEVEL, TK_DEC_REPLACE, TK_DEC_BYTE_FALLBACK, TK_DEC_FUSE, TK_DEC_STRIP };
+enum tk_dec_kind {
+    TK_DEC_BYTE_LEVEL,
+    TK_DEC_REPLACE,
+    TK_DEC_BYTE_FALLBACK,
+    TK_DEC_FUSE,
+    TK_DEC_STRIP,
+    TK_DEC_METASPACE
+};
 
 typedef struct tk_dec {
     int kind;
-    char *a, *b; /* REPLACE: pattern, content; STRIP: a = content (one character) */
+    char *a, *b; /* REPLACE: pattern, content; STRIP: a = content (one character); METASPACE: a = replacement */
     size_t alen, blen;
-    int start, stop; /* STRIP */
+    int start, stop; /* STRIP; METASPACE: start = its tk_prepend */
 } tk_dec;
 
 /* id_flags bits */

@@ -1,7 +1,9 @@
 /*
 ** Hugging Face tokenizer.json in C, id-exact with the `tokenizers` library
 ** for byte-level BPE (Qwen2/2.5/3, Llama-3.x) and SentencePiece-style BPE
-** with byte fallback (Mistral, Llama-2, TinyLlama).
+** with byte fallback (Mistral, Llama-2, TinyLlama), spelled either as the
+** older files do (a Prepend and Replace normalizer) or as newer converters
+** write them (a Metaspace pre-tokenizer and decoder, Mistral-7B-v0.3's kind).
 **
 ** A loaded gm_tokenizer is immutable: encode and decode may run from several
 ** threads at once. Functions that can fail take a gm_status * last and return

@@ -85,6 +85,12 @@ def main():
     for tok in sorted(glob.glob(os.path.join(shared, "tokenizers", "*", "tokenizer.json"))):
         name = os.path.basename(os.path.dirname(tok))
         put(root, "fuzz_tokenizer_json", name, small_tokenizer(tok))
+        if name == "mistral7b_spm":  # SentencePiece as newer converters spell it: Metaspace, no normalizer
+            t = json.loads(small_tokenizer(tok))
+            t["normalizer"] = None
+            for k in ("pre_tokenizer", "decoder"):
+                t[k] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": k == "decoder"}
+            put(root, "fuzz_tokenizer_json", name + "_metaspace", json.dumps(t, ensure_ascii=False).encode())
     texts = [open(p, "rb").read() for p in sorted(glob.glob(os.path.join(shared, "prompts", "*.txt")))]
     inputs = os.path.join(shared, "tokenizers", "inputs.json")
     if os.path.isfile(inputs):

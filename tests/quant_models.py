@@ -17,6 +17,9 @@ dequantizes them to (expected/, the bits as <i4), computed here with numpy and n
         g-idx-some-layers a g_idx for layer 1's q_proj alone (a GPTQ model without desc_act, whose layer 0 has none)
         not-convert-quantized  modules_to_not_convert ["mlp"] over quantized MLP projections
         block-size-mismatch    FP8's weight_block_size [64, 64] over scales made for another
+        block-size-null   FP8's weight_block_size null
+        one-group         GPTQ's group_size -1, each qzeros and scales cut to its first row (a checkpoint of
+                          one group of all the inputs, for the scaffolding: the values are not its own)
 
 The models, each from the golden named after it:
   awq_llama3       llama3_tied, AWQ GEMM, group 32, BF16 scales (as mlir-air's AMD Llama-3.2 checkpoint)
@@ -361,6 +364,13 @@ def brk(src, dst, mode):
         cfg["quantization_config"]["weight_block_size"] = [64, 64]
     elif mode == "block-size-zero":
         cfg["quantization_config"]["weight_block_size"] = [0, 64]
+    elif mode == "block-size-null":
+        cfg["quantization_config"]["weight_block_size"] = None
+    elif mode == "one-group":
+        cfg["quantization_config"]["group_size"] = -1
+        for name, (dtype, a) in list(tensors.items()):
+            if name.endswith(".qzeros") or name.endswith(".scales"):
+                tensors[name] = (dtype, a[:1].copy())
     elif mode == "one-layer-plain":  # layer 1's q_proj kept in bf16, named in modules_to_not_convert (transformers loads it)
         p = "model.layers.1.self_attn.q_proj."
         cols = tensors[p + "qweight"][1].shape[0]

@@ -320,6 +320,11 @@ Test(config, quantization_config_outside_what_is_read_is_one_line)
          "config.json: quantization_config.fmt 'e5m2' is not supported (supported: e4m3)"},
         {"{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", GM_EFORMAT,
          "config.json: quantization_config.weight_block_size must be a list of two positive integers, found an array"},
+        /* null is not the default (128, 128): transformers' FineGrainedFP8Config refuses it */
+        {"{\"quant_method\": \"fp8\", \"weight_block_size\": null}", GM_EFORMAT,
+         "config.json: quantization_config.weight_block_size must be a list of two positive integers, found null "
+         "(gen-model reads FP8 with a scale a block: set it to the [outputs, inputs] of the blocks "
+         "weight_scale_inv was made with, or leave the key out for transformers' default [128, 128])"},
         {"[\"awq\"]", GM_EFORMAT, "config.json: quantization_config must be an object, found an array"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

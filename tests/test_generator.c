@@ -665,6 +665,8 @@ static const edit edge_cases[] = {
      "\"group_size\": 128.0},"},
     {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"fp8\", "
      "\"weight_block_size\": [128, 0]},"},
+    {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"fp8\", "
+     "\"weight_block_size\": null},"},
     {"\"bos_token_id\": 151643,", "\"bos_token_id\": 151643, \"quantization_config\": {\"quant_method\": \"gptq\", "
      "\"bits\": 4, \"group_size\": 3000000000},"},
 };

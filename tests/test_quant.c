@@ -6,8 +6,9 @@
 ** equals numpy's dequantization bit for bit in every form; the parts stay
 ** where the file holds them; phase0 and capture run on each; an AWQ model's
 ** top-k gate passes against its own dequantized reference and fails against
-** the bf16 original; each malformed checkpoint is one line; and the
-** header-only snapshots of real repos in tests/data/quant scaffold.
+** the bf16 original; each malformed checkpoint is one line; a GPTQ one of one
+** group (group_size -1) says so in its comments; and the header-only
+** snapshots of real repos in tests/data/quant scaffold.
 */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -268,6 +269,11 @@ Test(quant, each_malformed_checkpoint_is_one_line_and_nothing_is_written, .timeo
          "with weight_block_size [64, 64])\n"},
         {"block-size-zero", "fp8_qwen3", 1, "gen-model: %s/config.json: quantization_config.weight_block_size must be a "
          "list of two positive integers, found [0, 64]\n"},
+        /* null is not the default [128, 128]: transformers' FineGrainedFP8Config refuses it */
+        {"block-size-null", "fp8_qwen3", 1, "gen-model: %s/config.json: quantization_config.weight_block_size "
+         "must be a list of two positive integers, found null (gen-model reads FP8 with a scale a block: set it to "
+         "the [outputs, inputs] of the blocks weight_scale_inv was made with, or leave the key out for "
+         "transformers' default [128, 128])\n"},
         {"no-config", "fp8_qwen3", 1, "(F8_E4M3) is a quantized checkpoint's, but config.json has no quantization_config "
          "(supported: awq, gptq, fp8, and mlir-air's Q4NX bundle (model.q4nx))\n"},
         {"config-over-bf16", "awq_llama3", 1, "gen-model: %s/model.safetensors: tensor 'model.layers.0.self_attn.q_proj.qweight' "
@@ -361,6 +367,36 @@ Test(quant, the_real_repos_header_only_snapshots_scaffold_with_their_documented_
         cr_expect(strstr(c, snaps[i].fields[2]), "%s: no '%s' in its Config", snaps[i].repo, snaps[i].fields[2]);
         free(h), free(c);
     }
+    tu_rmtree(dir);
+}
+
+/* GPTQ's group_size -1 (one group of all the inputs): the comments give the parts' one row, not inputs // -1. */
+Test(quant, a_gptq_checkpoint_of_one_group_says_so_in_its_comments)
+{
+    static const char *const fields[] = {
+        "const uint16_t *wo_scales;    /* (1, emb_dim) = (1, 96) F16 bits, from "
+        "model.layers.{L}.self_attn.o_proj.scales: scales, a row a group, with group_size -1 (one group of the "
+        "n_heads * head_dim inputs) */",
+        "const int32_t *w_down_qzeros; /* (1, emb_dim // 8) = (1, 12) I32, from model.layers.{L}.mlp.down_proj.qzeros: "
+        "4-bit zero points (minus one in checkpoint_format gptq), a row a group, with group_size -1 (one group of the "
+        "hidden_dim inputs) */",
+        "const int32_t *wq_qweight;    /* (emb_dim // 8, n_heads * head_dim) = (12, 96) I32, from "
+        "model.layers.{L}.self_attn.q_proj.qweight: 4-bit weights, eight a word along the inputs */",
+    };
+    char *dir = tu_tmpdir();
+    char src[4400], cmd[16384], path[4400], *err = NULL;
+    snprintf(src, sizeof src, "%s/one-group", dir);
+    broken("gptq_llama", src, "one-group", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --out '%s/out'", GM_GEN_MODEL, src, dir);
+    cr_assert_eq(run(cmd, NULL, &err), 0, "%s", err);
+    free(err);
+    snprintf(path, sizeof path, "%s/out/one_group/one_group_weights.h", dir);
+    char *h = tu_read(path, NULL);
+    cr_assert_not_null(h, "%s", path);
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+        cr_expect(strstr(h, fields[f]), "no '%s' in its LayerWeights", fields[f]);
+    cr_expect_null(strstr(h, "// group_size"), "a shape of inputs // group_size with group_size -1");
+    free(h);
     tu_rmtree(dir);
 }
 

@@ -25,6 +25,7 @@ local E = require("errors")
 ---@field key string          the quantization_config key
 ---@field type "int"|"bool"|"string"|"pair"|"modules"
 ---@field default any         what transformers assumes when the key is absent (nil: required)
+---@field null? string        where transformers refuses null (rather than taking it for the default): what to do
 ---@field supported? any[]    the values gen-model reads (others are refused, naming them)
 ---@field sets? string|string[]   the Config quant field(s) it fills
 ---@field check? fun(v: any): string|nil   a further rule: what is wrong, or nil
@@ -130,7 +131,11 @@ M.formats = {
     fields = {
       { key = "fmt", type = "string", default = "e4m3", supported = { "e4m3" } },
       { key = "activation_scheme", type = "string", default = "dynamic", supported = { "dynamic" } },
-      { key = "weight_block_size", type = "pair", default = { 128, 128 }, sets = { "block_out", "group_size" } },
+      -- null is refused: transformers' FineGrainedFP8Config takes len() of it and raises (vLLM reads it as one
+      -- scale a tensor, which this format's rule does not read); an absent key is transformers' (128, 128)
+      { key = "weight_block_size", type = "pair", default = { 128, 128 }, sets = { "block_out", "group_size" },
+        null = "gen-model reads FP8 with a scale a block: set it to the [outputs, inputs] of the blocks "
+          .. "weight_scale_inv was made with, or leave the key out for transformers' default [128, 128]" },
       modules_to_not_convert,
     },
     implied = { bits = 8 },
@@ -196,6 +201,11 @@ end
 -- One quantization_config field by its rule; its value (the default when absent).
 local function read_field(fmt, f, q, repo, file)
   local v, what = q[f.key], "quantization_config." .. f.key
+  local want = ({ int = "an integer of at most 2147483647", bool = "true or false", string = "a string",
+    pair = "a list of two positive integers", modules = "a list of module names or null" })[f.type]
+  if v == json.null and f.null then
+    E.raise("format", "%s: %s must be %s, found null (%s)", file, what, want, f.null)
+  end
   if v == nil or v == json.null then
     if f.default == nil then E.raise("missing", "%s: required key '%s' is missing (%s)", file, what, fmt.title) end
     return f.default
@@ -205,11 +215,7 @@ local function read_field(fmt, f, q, repo, file)
     or f.type == "string" and type(v) == "string"
     or f.type == "pair" and is_array(v) and v.n == 2 and int(v[1]) and int(v[2]) and v[1] > 0 and v[2] > 0
     or f.type == "modules" and is_array(v)
-  if not ok then
-    local want = ({ int = "an integer of at most 2147483647", bool = "true or false", string = "a string",
-      pair = "a list of two positive integers", modules = "a list of module names or null" })[f.type]
-    E.raise("format", "%s: %s must be %s, found %s", file, what, want, shown(v))
-  end
+  if not ok then E.raise("format", "%s: %s must be %s, found %s", file, what, want, shown(v)) end
   if f.type == "modules" then
     for i = 1, v.n do
       if type(v[i]) ~= "string" then
@@ -304,15 +310,17 @@ end
 local function eval(e, env) return assert(load("return " .. e, "=quant shape", "t", env))() end
 
 -- A part's shape expression in the Config's terms, for the generated comments:
--- "inputs // group" with the projection's in and out expressions ("emb_dim") put in.
-local function shape_name(e, in_name, out_name)
+-- "inputs // group" with the projection's in and out expressions ("emb_dim") put in. With group_size -1
+-- (one_group) a group is all the inputs, and there is one.
+local function shape_name(e, in_name, out_name, one_group)
   return (e:gsub("()([%a_][%w_]*)()", function(at, w, after)
     -- an operand of an operator gets parentheses; the whole expression, or a function's argument, none
     local alone = (at == 1 or e:sub(at - 1, at - 1):match("[(,]")) and (after > #e or e:sub(after, after):match("[),]"))
     local function wrap(x) return x:find("[^%w_]") and not alone and "(" .. x .. ")" or x end
     if w == "inputs" then return wrap(in_name) elseif w == "outputs" then return wrap(out_name)
-    elseif w == "group" then return "group_size"
-    elseif w == "groups" then return (in_name:find("[^%w_]") and "(" .. in_name .. ")" or in_name) .. " // group_size"
+    elseif w == "group" then return one_group and wrap(in_name) or "group_size"
+    elseif w == "groups" then
+      return one_group and "1" or (in_name:find("[^%w_]") and "(" .. in_name .. ")" or in_name) .. " // group_size"
     else return w end
   end))
 end
@@ -396,10 +404,16 @@ function M.parts(q, hf, out_in, names, where, listing, consumed, optional, first
       E.raise("dtype", "%s: tensor '%s' has dtype %s, expected %s (%s: %s)", t.path, name, t.dtype,
         before and before.dtype or table.concat(p.dtypes, " or "), fmt.title, p.doc)
     end
-    local snames = {}
-    for j, e in ipairs(p.shape) do snames[j] = shape_name(e, names[2], names[1]) end
+    local snames, doc, one_group = {}, p.doc, q.group_size == -1
+    for j, e in ipairs(p.shape) do
+      snames[j] = shape_name(e, names[2], names[1], one_group)
+      -- a shape of groups says why it has one
+      if one_group and e:find("group") and doc == p.doc then
+        doc = string.format("%s, with group_size -1 (one group of the %s inputs)", doc, names[2])
+      end
+    end
     views[#views + 1] = { number = i, suffix = p.suffix, field = p.field, dtype = t.dtype, shape = shape,
-      shape_names = snames, doc = p.doc, name = name }
+      shape_names = snames, doc = doc, name = name }
     ::continue::
   end
   return views

@@ -619,8 +619,17 @@ static int read_quant(const reader *r, node root, gm_quant_config *q)
         if ((rc = read_quant_name(r, o, "fmt", e4m3, 0, &x)) ||
             (rc = read_quant_name(r, o, "activation_scheme", dynamic, 0, &x)))
             return rc;
+        /*
+        ** null is refused, as transformers' FineGrainedFP8Config does (it takes len() of it); vLLM reads
+        ** it as one scale a tensor, which the FP8 rule does not read. Absent: transformers' (128, 128).
+        */
         node b = member(r, o, "weight_block_size");
-        if (!absent_or_null(b)) {
+        if (b.json != NULL && cJSON_IsNull(b.json))
+            return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.weight_block_size must be a list of two "
+                           "positive integers, found null (gen-model reads FP8 with a scale a block: set it to the "
+                           "[outputs, inputs] of the blocks weight_scale_inv was made with, or leave the key out for "
+                           "transformers' default [128, 128])", r->what);
+        if (b.json != NULL) {
             if (!cJSON_IsArray(b.json) || cJSON_GetArraySize(b.json) != 2)
                 return gm_fail(r->st, GM_EFORMAT, "%s: quantization_config.weight_block_size must be a list of two "
                                "positive integers, found %s", r->what, found(r, b, buf, sizeof buf));

@@ -59,6 +59,7 @@ void gm_command_end(void)
 ** The Hub's settings, checked before the Hub is asked (hub.c reads them; empty is unset there, and
 ** here): HF_ENDPOINT an http:// or https:// URL with a host, HF_HUB_DOWNLOAD_TIMEOUT whole seconds
 ** above 0, as huggingface_hub reads it (int(), which takes no fraction). A bad one is GM_EUSAGE naming it.
+** HF_ENDPOINT may hold a user name and password (https://user:secret@mirror): no message shows them.
 */
 static int hub_settings_check(gm_status *st)
 {
@@ -68,9 +69,21 @@ static int hub_settings_check(gm_status *st)
         int bad = scheme == 0 || ep[scheme] == '\0' || ep[scheme] == '/';
         for (const unsigned char *c = (const unsigned char *)ep; *c && !bad; c++)
             bad = *c <= 0x20 || *c == 0x7F;
+        /*
+        ** An '@' after the host, or two before it: a password with an unencoded '/', '?', '#' or '@', which
+        ** libcurl would not send as one. Messages hide only what comes before the host's '@', so the rest of
+        ** such a password would show: this message shows none of the value.
+        */
+        const char *host = strstr(ep, "://") ? strstr(ep, "://") + 3 : ep, *at = strchr(host, '@');
+        if (at && (strchr(at + 1, '@') || strcspn(host, "/?#") < (size_t)(at - host)))
+            return gm_fail(st, GM_EUSAGE, "HF_ENDPOINT: expected a user name and password with any '/', '?', '#' "
+                           "or '@' in them percent-encoded (%%2F, %%3F, %%23, %%40), and no '@' but the one before "
+                           "the host; fix it");
+        char shown[201];
         if (bad)
             return gm_fail(st, GM_EUSAGE, "HF_ENDPOINT: expected an http:// or https:// URL such as "
-                           "https://huggingface.co, found '%.200s'; fix it or unset it", ep);
+                           "https://huggingface.co, found '%s'; fix it or unset it",
+                           gm_url_for_message(ep, shown, sizeof shown));
     }
     if (to && *to && gm_cli_count(to, 1, INT_MAX) < 0)
         return gm_fail(st, GM_EUSAGE, "HF_HUB_DOWNLOAD_TIMEOUT: expected a whole number of seconds above 0 "
@@ -132,9 +145,11 @@ int gm_source_read(gm_sources *s, const char *source, const char *repo, const gm
 
 void gm_sources_report(const gm_sources *s)
 {
+    char endpoint[sizeof s->hub.endpoint];
     if (s->hub_ready && s->hub.requests)
         fprintf(stderr, "gen-model: %llu bytes in %u request%s from %s\n", (unsigned long long)s->hub.bytes,
-                s->hub.requests, s->hub.requests == 1 ? "" : "s", s->hub.endpoint);
+                s->hub.requests, s->hub.requests == 1 ? "" : "s",
+                gm_url_for_message(s->hub.endpoint, endpoint, sizeof endpoint));
 }
 
 void gm_sources_free(gm_sources *s)

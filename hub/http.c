@@ -38,8 +38,24 @@ void gm_xfer_free(gm_xfer *x)
 
 const char *gm_url_for_message(const char *url, char *buf, size_t size)
 {
-    size_t n = strcspn(url, "?#");
-    snprintf(buf, size, "%.*s", (int)n, url);
+    const size_t n = strcspn(url, "?#");
+    /* the authority starts after "scheme://", or a leading "//", else at once (libcurl takes "user:pw@host/...") */
+    size_t a = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+    if (a > 0 && strncmp(url + a, "://", 3) == 0)
+        a += 3;
+    else
+        a = strncmp(url, "//", 2) == 0 ? 2 : 0;
+    /* it ends where the path, query or fragment starts; the user information is all before its last '@' (so a
+       password with an '@' of its own, which libcurl refuses, is hidden whole too) */
+    const char *at = NULL;
+    for (const char *p = url + a; *p && !strchr("/?#", *p); p++)
+        if (*p == '@')
+            at = p;
+    /* written in one go, so a cut message ends before or after the "***", never inside the credentials */
+    if (at)
+        snprintf(buf, size, "%.*s***%.*s", (int)a, url, (int)(url + n - at), at);
+    else
+        snprintf(buf, size, "%.*s", (int)n, url);
     return buf;
 }
 
@@ -419,7 +435,8 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
             x->attempts++;
             h->requests++;
             if (setup(h, x) != 0 || curl_multi_add_handle(multi, x->easy) != CURLM_OK) {
-                gm_fail(st, GM_ENOMEM, "GET %s: cannot start the transfer", x->url);
+                char u[4096];
+                gm_fail(st, GM_ENOMEM, "GET %s: cannot start the transfer", gm_url_for_message(x->url, u, sizeof u));
                 break;
             }
             x->active = 1;
@@ -457,7 +474,9 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                     break;
                 }
                 if (!follow(x)) {
-                    gm_fail(st, GM_ENET, "GET %s: cannot follow the redirect to '%.200s'", x->url, x->location);
+                    char u[4096], to[4096];
+                    gm_fail(st, GM_ENET, "GET %s: cannot follow the redirect to '%.200s'",
+                            gm_url_for_message(x->url, u, sizeof u), gm_url_for_message(x->location, to, sizeof to));
                     break;
                 }
                 x->attempts--; /* a hop is not a retry */

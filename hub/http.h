@@ -97,7 +97,4 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st);
 /* A raw response (status lines, headers, body in pieces of `piece` bytes) through the callbacks: for fuzzing. */
 void gm_http_feed(gm_xfer *x, const char *data, size_t n, size_t piece);
 
-/* The URL without its query string, for messages (CDN URLs carry signatures). */
-const char *gm_url_for_message(const char *url, char *buf, size_t size);
-
 #endif

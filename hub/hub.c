@@ -468,24 +468,48 @@ static int resolve_url(const gm_hub *h, const char *repo, const char *revision, 
     return 0;
 }
 
+/*
+** What a server said (X-Error-Message) for a message, into buf: the token, should a server echo back the
+** Authorization header it was sent, becomes "***", as it is never printed.
+*/
+static const char *server_said(const gm_hub *h, const char *text, char *buf, size_t size)
+{
+    const size_t tlen = h->token ? strlen(h->token) : 0;
+    size_t k = 0;
+    for (const char *p = text; *p && k + 1 < size;) {
+        if (tlen && strncmp(p, h->token, tlen) == 0) {
+            for (int i = 0; i < 3 && k + 1 < size; i++)
+                buf[k++] = '*';
+            p += tlen;
+        } else {
+            buf[k++] = *p++;
+        }
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 /* A non-2xx answer as the one line a user can act on. */
 int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const char *file,
                  const gm_xfer *x, gm_status *st)
 {
     const char *code = x->error_code;
+    char ep[sizeof h->endpoint], said[3 * sizeof x->error_message];
+    gm_url_for_message(h->endpoint, ep, sizeof ep);
+    const char *msg = server_said(h, x->error_message, said, sizeof said), *colon = msg[0] ? ": " : "";
     if (!strcmp(code, "GatedRepo")) {
         if (!h->token)
             return gm_fail(st, GM_ENET, "%s: gated repo: %s needs a token; accept the licence at %s/%s, "
-                           "then set HF_TOKEN to a token of that account", repo, file, h->endpoint, repo);
+                           "then set HF_TOKEN to a token of that account", repo, file, ep, repo);
         return gm_fail(st, GM_ENET, "%s: gated repo: the token from %s has no access to %s; accept the "
-                       "licence at %s/%s with that account", repo, h->token_source, file, h->endpoint, repo);
+                       "licence at %s/%s with that account", repo, h->token_source, file, ep, repo);
     }
     if (!strcmp(code, "RepoNotFound") && h->token) /* the Hub says so of a private repo the token cannot see */
         return gm_fail(st, GM_ENET, "%s: repo not found at %s (check the id; for a private repo, the token from %s "
-                       "must be of an account with access to it)", repo, h->endpoint, h->token_source);
+                       "must be of an account with access to it)", repo, ep, h->token_source);
     if (!strcmp(code, "RepoNotFound"))
         return gm_fail(st, GM_ENET, "%s: repo not found at %s (check the id; a private repo needs HF_TOKEN)",
-                       repo, h->endpoint);
+                       repo, ep);
     if (!strcmp(code, "RevisionNotFound"))
         return gm_fail(st, GM_ENET, "%s: revision '%s' not found", repo, revision);
     char u[4096];
@@ -494,14 +518,13 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
         return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s'", repo, file, revision);
     if (x->status == 404 && !code[0]) /* no error code of the Hub's: a mirror's, or an HF_ENDPOINT not a Hub */
         return gm_fail(st, GM_EMISSING, "%s: file %s not found at revision '%s' (%s: 404 without the Hub's "
-                       "X-Error-Code; if HF_ENDPOINT %s is not a Hub, correct it)", repo, file, revision, u,
-                       h->endpoint);
+                       "X-Error-Code; if HF_ENDPOINT %s is not a Hub, correct it)", repo, file, revision, u, ep);
     if (x->status == 401 && h->token)
         return gm_fail(st, GM_ENET, "%s: the Hub refused the token from %s for %s (401%s%s); check or renew it",
-                       repo, h->token_source, file, x->error_message[0] ? ": " : "", x->error_message);
+                       repo, h->token_source, file, colon, msg);
     if (x->status == 401)
         return gm_fail(st, GM_ENET, "%s: the Hub refused %s (401%s%s); a private repo needs HF_TOKEN", repo, file,
-                       x->error_message[0] ? ": " : "", x->error_message);
+                       colon, msg);
     if (x->status == 429)
         return gm_fail(st, GM_ENET, "GET %s: rate limited (429) after %d attempts; wait and try again", u,
                        x->attempts);
@@ -509,14 +532,14 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
         return gm_fail(st, GM_ENET, "GET %s: server error %ld after %d attempts; try again later", u, x->status,
                        x->attempts);
     if (x->status == 403 && gm_http_same_origin(x->url, h->endpoint)) /* the Hub's own, without its error code */
-        return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); %s", u, x->error_message[0] ? ": " : "",
-                       x->error_message, h->token ? "check that the token's account has access to the repo"
-                                                  : "a private repo needs HF_TOKEN of an account with access");
+        return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); %s", u, colon, msg,
+                       h->token ? "check that the token's account has access to the repo"
+                                : "a private repo needs HF_TOKEN of an account with access");
     if (x->status == 403) /* without the Hub's error code: a storage host's refusal, e.g. a signed URL expired */
         return gm_fail(st, GM_ENET, "GET %s: refused (403%s%s); a signed download link may have expired: run again, "
-                       "which asks the Hub for a fresh one", u, x->error_message[0] ? ": " : "", x->error_message);
+                       "which asks the Hub for a fresh one", u, colon, msg);
     return gm_fail(st, GM_ENET, "GET %s: unexpected HTTP status %ld%s%s; run again, or check HF_ENDPOINT", u,
-                   x->status, x->error_message[0] ? ": " : "", x->error_message);
+                   x->status, colon, msg);
 }
 
 static int ok_status(long s) { return s >= 200 && s < 300; }

@@ -32,7 +32,7 @@
 #include "gm/status.h"
 
 typedef struct gm_hub {
-    char endpoint[1024];  /* no trailing '/' */
+    char endpoint[1024];  /* no trailing '/'; may hold user:password@, so messages show gm_url_for_message's */
     char *token;          /* NULL when none; sent only to the endpoint's host, never printed */
     const char *token_source; /* "HF_TOKEN", a file path, ...: for messages */
     char cache[PATH_MAX];
@@ -45,6 +45,17 @@ typedef struct gm_hub {
     uint64_t bytes;       /* body bytes received, all requests */
     unsigned requests;    /* HTTP requests made */
 } gm_hub;
+
+/*
+** url (or HF_ENDPOINT) as a message or a summary shows it, into buf, which is
+** returned: without its query string and fragment (a CDN's URL carries a
+** signature), and with the user name and password before its host's '@'
+** replaced by "***", scheme, host, port and path kept, since an HF_ENDPOINT
+** of https://user:secret@mirror.example.com is how a private mirror is
+** reached. Every URL gen-model prints goes through it; the requests keep the
+** credentials (libcurl sends them from the URL).
+*/
+const char *gm_url_for_message(const char *url, char *buf, size_t size);
 
 /* Read the environment; call once after curl_global_init. */
 int gm_hub_init(gm_hub *h, gm_status *st);

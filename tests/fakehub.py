@@ -38,11 +38,17 @@ seconds, and so on: a link that keeps stalling after a little), endless (a GET o
 answered 200 with no Content-Length: the file, then zeros until the client hangs up), fail-lfs (the
 --fail-first failures, with --fail-status, go to the hub's GETs of LFS files only: a download's own GET
 rate limited after its HEAD passed), endless-error (every error a GET gets has no Content-Length: its
-JSON, then zeros until the client hangs up or --max-seconds).
+JSON, then zeros until the client hangs up or --max-seconds), echo-auth (a 401 for credentials the hub does
+not take quotes the Authorization header it was sent, as a careless mirror might).
+--basic USER:PASSWORD: the hub is a mirror behind a password, answering 401 to a request without those Basic
+credentials (which then stand for no token; a Bearer token is refused).
 --log appends one JSON line per request:
-  {"server", "method", "path", "range", "auth", "status", "bytes"}.
+  {"server", "method", "path", "range", "auth", "basic", "status", "bytes"} ("basic": the user name of
+  Basic credentials sent, or null).
 """
 import argparse
+import base64
+import binascii
 import hashlib
 import http.server
 import json
@@ -58,7 +64,7 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
-         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs", "endless-error"}
+         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs", "endless-error", "echo-auth"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -264,8 +270,37 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.state.write_log({
             "server": self.role, "method": self.command, "path": self.path,
             "range": self.headers.get("Range"),
-            "auth": self.headers.get("Authorization") is not None,
+            "auth": self.headers.get("Authorization") is not None, "basic": self.basic_user(),
             "status": self.status, "bytes": self.sent})
+
+    def basic_user(self):
+        """The user name of the Basic credentials sent, or None."""
+        scheme, _, value = (self.headers.get("Authorization") or "").strip().partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[0]
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+
+    def credentials(self):
+        """(token, None), token the Bearer token sent or None for none; or (None, why) when the hub refuses
+        what was sent: a token not in --tokens, or, with --basic, anything but those Basic credentials."""
+        auth = self.headers.get("Authorization")
+        scheme, _, value = (auth or "").strip().partition(" ")
+        value = value.strip()
+        echo = ": " + auth.strip() if auth is not None and "echo-auth" in self.state.modes else ""
+        if self.state.args.basic:
+            try:
+                sent = base64.b64decode(value, validate=True).decode() if scheme.lower() == "basic" else None
+            except (binascii.Error, UnicodeDecodeError):
+                sent = None
+            return (None, None) if sent == self.state.args.basic else (None, "Basic credentials required" + echo)
+        if auth is None:
+            return None, None
+        if scheme.lower() != "bearer" or value not in self.state.tokens:
+            return None, "Invalid credentials in Authorization header" + echo
+        return value, None
 
     do_HEAD = do_GET
 
@@ -383,14 +418,11 @@ class HubHandler(Handler):
             return self.redirect(307, "/%s/%s/resolve/%s/%s" % (
                 org, name[:-4], rev_q, "/".join(parts[5:])))
 
-        # Authorization: an invalid token is rejected whatever the repo.
-        auth = self.headers.get("Authorization")
-        token = None
-        if auth is not None:
-            scheme, _, token = auth.strip().partition(" ")
-            token = token.strip()
-            if scheme.lower() != "bearer" or token not in st.tokens:
-                return self.error(401, "Invalid credentials in Authorization header")
+        # Authorization: an invalid token is rejected whatever the repo (and, with --basic, a request without
+        # those credentials).
+        token, refused = self.credentials()
+        if refused:
+            return self.error(401, refused)
         repo_id = org + "/" + name
         repo = st.repos.get(repo_id)
         if repo is None:
@@ -436,10 +468,9 @@ class HubHandler(Handler):
     def access(self, repo_id):
         """The repo, or None after answering 401/403/404 as /resolve does."""
         st = self.state
-        auth = self.headers.get("Authorization")
-        token = auth.strip().partition(" ")[2].strip() if auth else None
-        if auth is not None and token not in st.tokens:
-            return self.error(401, "Invalid credentials in Authorization header")
+        token, refused = self.credentials()
+        if refused:
+            return self.error(401, refused)
         repo = st.repos.get(repo_id)
         if repo is None:
             return self.error(404, "Repository not found", "RepoNotFound")
@@ -546,6 +577,8 @@ def main():
     ap.add_argument("--fail-status", type=int, default=503)
     ap.add_argument("--slow", type=float, default=5.0, help="seconds, for --mode slow")
     ap.add_argument("--tokens", default="hf_good,hf_noaccess")
+    ap.add_argument("--basic", metavar="USER:PASSWORD",
+                    help="answer the hub's requests only with these Basic credentials (a mirror behind a password)")
     ap.add_argument("--max-seconds", type=float, default=300.0, help="safety bound")
     ap.add_argument("--serve", action="append", default=[], metavar="ORG/NAME=DIR",
                     help="also serve model folder DIR as repo ORG/NAME")

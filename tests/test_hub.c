@@ -281,6 +281,119 @@ Test(hub, an_endpoint_that_is_not_a_hub_is_named_with_the_url_it_answered_404_fo
     free(err);
 }
 
+/* No message of gen-model's holds the user name, the password or the token (each given as its own string). */
+static void assert_no_secret(const char *what, const char *text, const char *const *secrets)
+{
+    for (; *secrets; secrets++)
+        cr_assert(!strstr(text, *secrets), "%s shows '%s':\n%s", what, *secrets, text);
+}
+
+/*
+** HF_ENDPOINT=http://user:password@host is how a private mirror is reached: each message that names the
+** endpoint or a URL of it (an error of the Hub's, a mirror's 404, a server error, an unreachable host, a
+** bad setting) names it with "***" for the credentials, and a token echoed by the server is hidden too.
+*/
+Test(hub, credentials_in_hf_endpoint_and_the_token_never_show_in_a_message)
+{
+    const char *const secrets[] = {"gm-user", "gm-s3cret", "hf_gm_t0ken", NULL};
+    const char *args[] = {"--basic", "gm-user:gm-s3cret", "--mode", "echo-auth", NULL};
+    hub_start(args);
+    char *err = NULL, env[512], want[256];
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d", hub.port);
+    cr_assert_eq(scaffold(env, "Qwen/NoSuchModel", &err), 5, "%s", err);
+    snprintf(want, sizeof want, "Qwen/NoSuchModel: repo not found at http://***@127.0.0.1:%d (", hub.port);
+    cr_assert(strstr(err, want) && tu_lines(err) == 1, "%s", err);
+    assert_no_secret("a missing repo", err, secrets);
+    free(err);
+    /* a token the mirror refuses, and whose header it quotes back: the message keeps its words, not the token */
+    snprintf(env, sizeof env, "HF_TOKEN=hf_gm_t0ken HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d", hub.port);
+    cr_assert_eq(scaffold(env, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    cr_assert(strstr(err, "refused the token from HF_TOKEN") && strstr(err, "Bearer ***"), "%s", err);
+    assert_no_secret("a refused token", err, secrets);
+    free(err);
+    /* a mirror's path, mistyped: the URL and the endpoint both named */
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d/prefix/", hub.port);
+    cr_assert_eq(scaffold(env, "Qwen/Qwen2-0.5B", &err), 1, "%s", err);
+    snprintf(want, sizeof want, "(http://***@127.0.0.1:%d/prefix/Qwen/Qwen2-0.5B/resolve/main/config.json: 404 "
+             "without the Hub's X-Error-Code; if HF_ENDPOINT http://***@127.0.0.1:%d/prefix is not", hub.port,
+             hub.port);
+    cr_assert(strstr(err, want), "%s", err);
+    assert_no_secret("a mirror's 404", err, secrets);
+    free(err);
+    hub_stop();
+
+    /* a server that keeps failing */
+    const char *failing[] = {"--fail-first", "50", NULL};
+    hub_start(failing);
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d", hub.port);
+    cr_assert_eq(gm(env, "download Qwen/Qwen2-0.5B", NULL, &err), 5, "%s", err);
+    snprintf(want, sizeof want, "GET http://***@127.0.0.1:%d/Qwen/Qwen2-0.5B/resolve/main/config.json: server error "
+             "503 after 5 attempts", hub.port);
+    cr_assert(strstr(err, want), "%s", err);
+    assert_no_secret("a server error", err, secrets);
+    free(err);
+
+    /* nothing listening */
+    cr_assert_eq(scaffold("HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:1", "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    cr_assert(strstr(err, "GET http://***@127.0.0.1:1/Qwen/Qwen2-0.5B/resolve/main/config.json: "), "%s", err);
+    assert_no_secret("an unreachable host", err, secrets);
+    free(err);
+
+    /* a bad setting is named without them; a password whose '/' or '@' is not percent-encoded is not shown either */
+    cr_assert_eq(scaffold("HF_ENDPOINT=ftp://gm-user:gm-s3cret@127.0.0.1", "Qwen/Qwen2-0.5B", &err), 2, "%s", err);
+    cr_assert(strstr(err, "found 'ftp://***@127.0.0.1'"), "%s", err);
+    assert_no_secret("a bad HF_ENDPOINT", err, secrets);
+    free(err);
+    const char *const unencoded[] = {"HF_ENDPOINT=http://gm-user:gm/s3cret@127.0.0.1:1",
+                                     "HF_ENDPOINT=http://gm-user:gm@s3cret@127.0.0.1:1"};
+    const char *const parts[] = {"gm-user", "s3cret", NULL};
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(scaffold(unencoded[i], "Qwen/Qwen2-0.5B", &err), 2, "%s: %s", unencoded[i], err);
+        cr_assert(strstr(err, "HF_ENDPOINT: expected a user name and password with any '/', '?', '#' or '@' in "
+                  "them percent-encoded") && tu_lines(err) == 1, "%s: %s", unencoded[i], err);
+        assert_no_secret(unencoded[i], err, parts);
+        free(err);
+    }
+    cr_assert(!tu_exists(hub.out));
+}
+
+/*
+** The credentials still go with every request to the endpoint (a relative redirect's too), never to the CDN a
+** 302 points at; the transfer summary names the endpoint without them, and no file gen-model writes holds them.
+*/
+Test(hub, credentials_in_hf_endpoint_reach_a_mirror_behind_a_password)
+{
+    const char *const secrets[] = {"gm-user", "gm-s3cret", NULL};
+    const char *args[] = {"--basic", "gm-user:gm-s3cret", "--mode", "rename", NULL};
+    hub_start(args);
+    char *err = NULL, *out = NULL, env[512], want[256];
+    cr_assert_eq(scaffold(NULL, "Qwen/Qwen2-0.5B", &err), 5, "the mirror let a request without credentials in: %s",
+                 err);
+    free(err);
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d", hub.port);
+    snprintf(want, sizeof want, " from http://***@127.0.0.1:%d\n", hub.port);
+    cr_assert_eq(scaffold(env, "Qwen/Qwen2-0.5B-old", &err), 0, "%s", err);
+    cr_assert(strstr(err, want), "no summary naming the endpoint: %s", err);
+    assert_no_secret("a scaffold's summary", err, secrets);
+    free(err);
+    cr_assert_eq(gm(env, "download golden/qwen2_tied", &out, &err), 0, "%s", err);
+    cr_assert(strstr(err, want), "no summary naming the endpoint: %s", err);
+    assert_no_secret("a download's summary", err, secrets);
+    char *dir = downloaded_dir(out);
+    assert_golden_files(dir, "qwen2_tied");
+    free(dir);
+    free(out);
+    free(err);
+    cr_assert_eq(log_count("\"server\": \"hub\"", "\"basic\": null"), 1, "only the first scaffold came without them");
+    cr_assert_gt(log_count("\"status\": 307", "\"basic\": \"gm-user\""), 0);
+    cr_assert_eq(log_count("\"server\": \"cdn\"", "\"basic\": \"gm-"), 0, "the credentials reached the CDN");
+    /* the cache and the scaffold (its snapshot/source.json among them) */
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "grep -rlI -e gm-user -e gm-s3cret '%s' '%s'", hub.home, hub.out);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 1, "written with the credentials:\n%s", out);
+    free(out);
+}
+
 Test(hub, the_token_comes_from_the_env_then_the_token_files)
 {
     hub_start(NULL);

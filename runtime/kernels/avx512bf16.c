@@ -36,8 +36,8 @@
 ** blocks), and within that the rows of W go six at a time (a 64-byte piece
 ** of each, in L1 while the block's tokens pass over it) against four tokens
 ** at a time: a register tile of 4 x 6 sums, 24 of the 32 zmm registers, ten
-** loads for 24 VDPBF16PS a step of k. A decode step's one token meets eight
-** rows at a time, one from each eighth of its rows (nk_row), eight runs of
+** loads for 24 VDPBF16PS a step of k. A decode step's one token meets four
+** rows at a time, one from each quarter of its rows (nk_row), four runs of
 ** W far apart, each fetched 1 KB ahead of its loads. Once a token block's
 ** outputs are complete, the epilogue (bias, rounding, SwiGLU, the residual
 ** add) finishes them.
@@ -77,7 +77,7 @@
 enum {
     DR = 4,            /* tokens a register tile holds */
     DC = 6,            /* rows of W it holds: DR x DC sums in registers */
-    DC1 = 8,           /* rows of W for a single token (decode): more of W in flight */
+    DREG = 4,          /* regions of W a decode step reads at once (nk_row), at most DC */
     XBLOCK = 384 << 10, /* bytes of packed X a token block holds: its share of L2 */
     XWHOLE = 640 << 10  /* up to 32 tokens, this much X is one block: W is then read once */
 };
@@ -196,7 +196,7 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, lo
                                                           const gm_bf16 *W, int K, long ldr, const char *pf, int pn,
                                                           const int R, const int C)
 {
-    v16 acc[DR][DC1];
+    v16 acc[DR][DC];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
@@ -218,7 +218,7 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, lo
             for (int q = s0 * ps; q < s1 * ps && q < pn; q++)
                 __builtin_prefetch(pf + 64 * q, 0, 2); /* to L2 and in: prefetcht1 */
         for (int s = s0; s < s1; s++) {
-            v16w w[DC1];
+            v16w w[DC];
 #pragma GCC unroll 8
             for (int j = 0; j < C; j++)
                 w[j] = v16w_load(W + j * ldr + 32 * s);
@@ -232,7 +232,7 @@ static inline __attribute__((always_inline)) void dp_tile(float *Y, long ldy, lo
         }
     }
     if (whole * 32 < K) {
-        gm_bf16 tail[DC1][32] __attribute__((aligned(64)));
+        gm_bf16 tail[DC][32] __attribute__((aligned(64)));
         memset(tail, 0, sizeof tail);
         for (int j = 0; j < C; j++)
             memcpy(tail[j], W + j * ldr + 32 * whole, sizeof(gm_bf16) * (size_t)(K - 32 * whole));
@@ -262,13 +262,11 @@ DP_ROW(1)
 DP_ROW(2)
 DP_ROW(3)
 DP_ROW(4)
-DP_FN(1, 7)
-DP_FN(1, 8)
 #define DP_ENTRY(r) {NULL, dp##r##x1, dp##r##x2, dp##r##x3, dp##r##x4, dp##r##x5, dp##r##x6
-static const dp_fn dp_fns[DR + 1][DC1 + 1] = {
-    {NULL}, DP_ENTRY(1), dp1x7, dp1x8}, DP_ENTRY(2)}, DP_ENTRY(3)}, DP_ENTRY(4)}}; /* [tokens][rows of W] */
+static const dp_fn dp_fns[DR + 1][DC + 1] = {
+    {NULL}, DP_ENTRY(1)}, DP_ENTRY(2)}, DP_ENTRY(3)}, DP_ENTRY(4)}}; /* [tokens][rows of W] */
 
-/* rows [n, n + c) of W against tokens [t, t + r) of Xp, r <= DR, c <= DC (or, for one token, c <= DC1) */
+/* rows [n, n + c) of W against tokens [t, t + r) of Xp, r <= DR, c <= DC */
 static void dp_run(const gm_out *o, const gm_bf16 *Xp, int kp, int K, int t, int r, int n, int c, const char *pf,
                    int pn)
 {
@@ -278,25 +276,28 @@ static void dp_run(const gm_out *o, const gm_bf16 *Xp, int kp, int K, int t, int
 }
 
 /*
-** One token (a decode step), rows [n0, n1) of W: cut into DC1 regions of
-** `span` rows, each product takes one row of every region, so its DC1 runs
+** One token (a decode step), rows [n0, n1) of W: cut into DREG regions of
+** `span` rows, each product takes one row of every region, so its DREG runs
 ** of W lie far apart (as the read bandwidth probe's runs do) rather than in
-** one 24 KB piece of memory; each row's last lines fetch the next row of its
-** region. The rows past DC1 whole regions go as the prefill's tiles do. On a
+** one piece of memory; each row's last lines fetch the next row of its
+** region. The rows past DREG whole regions go as the prefill's tiles do. On a
 ** Zen 4, 28 layers' projections in turns with eight neighbouring rows:
-** 0.89-0.94x the time on 2 threads, 0.88-0.91x on 1 (bench/HISTORY.md). The
-** same sums: each output is its row's.
+** 0.89-0.94x the time on 2 threads, 0.88-0.91x on 1 (eight regions then);
+** four regions against eight, a decode step on 2 threads in turns, 97-100%
+** of the read bandwidth against 88-100% where the memory gave 33-36 GB/s,
+** 91-94% against 79-83% where it gave 58-61 (bench/HISTORY.md). The same
+** sums: each output is its row's.
 */
 static void nk_row(const gm_nk_block *b, const gm_bf16 *Xp, int n1)
 {
-    const int K = b->K, kp = k_padded(K), span = (n1 - b->n0) / DC1;
-    const long ldr = (long)span * K, last = (ldr * (DC1 - 1) + K) * 2 / 64; /* the lines past a row's end to fetch */
+    const int K = b->K, kp = k_padded(K), span = (n1 - b->n0) / DREG;
+    const long ldr = (long)span * K, last = (ldr * (DREG - 1) + K) * 2 / 64; /* the lines past a row's end to fetch */
     for (const gm_out *o = b->o; o; o = o == b->o ? b->o2 : NULL) {
         for (int g = 0, n = b->n0; g < span; g++, n++)
-            dp1x8(o->Y + n, 1, span, Xp, kp, o->W + (long)n * K, K, ldr,
-                  (const char *)(o->W + (long)(n + 1) * K), g + 1 < span ? (int)last : 0);
-        for (int n = b->n0 + DC1 * span; n < n1; n += DC1)
-            dp_run(o, Xp, kp, K, 0, 1, n, n1 - n < DC1 ? n1 - n : DC1, NULL, 0);
+            dp_fns[1][DREG](o->Y + n, 1, span, Xp, kp, o->W + (long)n * K, K, ldr,
+                            (const char *)(o->W + (long)(n + 1) * K), g + 1 < span ? (int)last : 0);
+        for (int n = b->n0 + DREG * span; n < n1; n += DC)
+            dp_run(o, Xp, kp, K, 0, 1, n, n1 - n < DC ? n1 - n : DC, NULL, 0);
     }
     gm_ep_rows(b->k, b->o, b->o2, b->ep, b->round, 0, 1, b->n0, n1);
 }

@@ -160,26 +160,30 @@ out:
     return rc;
 }
 
+/* One more string in out: s[0, n) with each pat in it replaced by with (an empty pat: s as it is). */
+static int add_replaced(strs *out, const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen)
+{
+    size_t j = 0, start = 0;
+    if (strs_add(out, "", 0) != 0)
+        return -1;
+    while (plen > 0 && j + plen <= n) {
+        if (memcmp(s + j, pat, plen) == 0) {
+            if (strs_append_last(out, s + start, j - start) != 0 || strs_append_last(out, with, wlen) != 0)
+                return -1;
+            j += plen;
+            start = j;
+        } else {
+            j++;
+        }
+    }
+    return strs_append_last(out, s + start, n - start);
+}
+
 static int dec_replace(const tk_dec *d, const strs *in, strs *out)
 {
-    for (size_t i = 0; i < in->n; i++) {
-        const char *s = STR(in, i);
-        size_t n = in->len[i], j = 0, start = 0;
-        if (strs_add(out, "", 0) != 0)
+    for (size_t i = 0; i < in->n; i++)
+        if (add_replaced(out, STR(in, i), in->len[i], d->a, d->alen, d->b, d->blen) != 0)
             return -1;
-        while (d->alen > 0 && j + d->alen <= n) {
-            if (memcmp(s + j, d->a, d->alen) == 0) {
-                if (strs_append_last(out, s + start, j - start) != 0 || strs_append_last(out, d->b, d->blen) != 0)
-                    return -1;
-                j += d->alen;
-                start = j;
-            } else {
-                j++;
-            }
-        }
-        if (strs_append_last(out, s + start, n - start) != 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -206,23 +210,8 @@ static int dec_strip(const tk_dec *d, const strs *in, strs *out)
 static int dec_metaspace(const tk_dec *d, const strs *in, strs *out)
 {
     for (size_t i = 0; i < in->n; i++) {
-        const char *s = STR(in, i);
-        const size_t n = in->len[i];
         const int drop = i == 0 && d->start != TK_PREPEND_NEVER;
-        size_t start = 0;
-        if (strs_add(out, "", 0) != 0)
-            return -1;
-        for (size_t j = 0; j + d->alen <= n;) {
-            if (memcmp(s + j, d->a, d->alen) != 0) {
-                j++;
-                continue;
-            }
-            if (strs_append_last(out, s + start, j - start) != 0 || (!drop && strs_append_last(out, " ", 1) != 0))
-                return -1;
-            j += d->alen;
-            start = j;
-        }
-        if (strs_append_last(out, s + start, n - start) != 0)
+        if (add_replaced(out, STR(in, i), in->len[i], d->a, d->alen, " ", drop ? 0 : 1) != 0)
             return -1;
     }
     return 0;

@@ -163,20 +163,13 @@ out:
 /* One more string in out: s[0, n) with each pat in it replaced by with (an empty pat: s as it is). */
 static int add_replaced(strs *out, const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen)
 {
-    size_t j = 0, start = 0;
     if (strs_add(out, "", 0) != 0)
         return -1;
-    while (plen > 0 && j + plen <= n) {
-        if (memcmp(s + j, pat, plen) == 0) {
-            if (strs_append_last(out, s + start, j - start) != 0 || strs_append_last(out, with, wlen) != 0)
-                return -1;
-            j += plen;
-            start = j;
-        } else {
-            j++;
-        }
-    }
-    return strs_append_last(out, s + start, n - start);
+    const size_t before = out->b.n;
+    if (tk_replace_all(s, n, pat, plen, with, wlen, &out->b) != 0)
+        return -1;
+    out->len[out->n - 1] = out->b.n - before;
+    return 0;
 }
 
 static int dec_replace(const tk_dec *d, const strs *in, strs *out)

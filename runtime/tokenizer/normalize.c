@@ -104,8 +104,7 @@ out:
     return rc;
 }
 
-static int replace_all(const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen,
-                       gm_buf *out)
+int tk_replace_all(const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen, gm_buf *out)
 {
     size_t i = 0, start = 0;
 
@@ -145,7 +144,7 @@ int tk_normalize(const tk_norm *steps, size_t n_steps, const char *s, size_t n, 
                 rc = gm_buf_put(&a, out->p, out->n);
             break;
         case TK_NORM_REPLACE:
-            rc = replace_all(out->p, out->n, m->a, m->alen, m->b, m->blen, &a);
+            rc = tk_replace_all(out->p, out->n, m->a, m->alen, m->b, m->blen, &a);
             break;
         default:
             rc = unicode_form(m->kind, out->p, out->n, &a);

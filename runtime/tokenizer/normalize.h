@@ -18,6 +18,9 @@ typedef struct tk_norm {
     size_t alen, blen;
 } tk_norm;
 
+/* Append s[0, n) to out with each pat in it replaced by with (an empty pat: s as it is). 0, or -1 (no memory). */
+int tk_replace_all(const char *s, size_t n, const char *pat, size_t plen, const char *with, size_t wlen, gm_buf *out);
+
 /* Apply steps[0 .. n_steps) to s; out is reset and receives the result. 0, or -1 (no memory, utf8proc failed). */
 int tk_normalize(const tk_norm *steps, size_t n_steps, const char *s, size_t n, gm_buf *out);
 

@@ -67,6 +67,8 @@ static const char usage[] =
     "\n"
     "environment: HF_ENDPOINT, HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, HF_TOKEN_PATH,\n"
     "$HF_HOME/token), HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE=1, HF_HUB_DOWNLOAD_TIMEOUT;\n"
+    "HF_HUB_DISABLE_PROGRESS_BARS=1: no download progress (a bar on a terminal; elsewhere,\n"
+    "as in a log, a line every 10 s and one as each file completes)\n"
     "HF_ASSETS_CACHE: where the header copies are kept, outside the shared snapshots\n"
     "(default $HF_HOME/assets; gen-model/ORG--NAME/headers/<commit>/)\n"
     "GM_LOCK_TIMEOUT: at most this many seconds to wait for a blob or models/<id>/ another\n"

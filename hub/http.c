@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void)
+double gm_http_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,6 +57,36 @@ const char *gm_url_for_message(const char *url, char *buf, size_t size)
     else
         snprintf(buf, size, "%.*s", (int)n, url);
     return buf;
+}
+
+/*
+** n in the decimal units of tqdm's unit_scale (and the bar's GB) with three figures, counted in the unit of `of`
+** (n's own, or a total's, so that a line says "371 of 742 kB"): the number into buf, the unit returned.
+*/
+static const char *figures(uint64_t n, uint64_t of, char *buf, size_t size)
+{
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double scale = 1;
+    int u = 0;
+    while (u < 5 && (double)of >= scale * 1000)
+        scale *= 1000, u++;
+    const double v = (double)n / scale;
+    snprintf(buf, size, "%.*f", u == 0 || v >= 100 ? 0 : v >= 10 ? 1 : 2, v);
+    return units[u];
+}
+
+void gm_http_progress_line(const char *label, uint64_t done, uint64_t total, uint64_t moved, double seconds,
+                           int last)
+{
+    char a[32], b[32], r[32];
+    const int pct = total && done < total ? (int)(100.0 * (double)done / (double)total) : 100;
+    const uint64_t rate = (uint64_t)((double)moved / (seconds > 1e-3 ? seconds : 1e-3));
+    figures(done, total, a, sizeof a);
+    const char *unit = figures(total, total, b, sizeof b), *per = figures(rate, rate, r, sizeof r);
+    /* a line of its own, never a \r: a log keeps every one */
+    fprintf(stderr, "gen-model: %s %s: %s of %s %s (%d%%), %s %s/s\n", last ? "downloaded" : "downloading",
+            label ? label : "", a, b, unit, pct, r, per);
+    fflush(stderr);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -233,7 +263,7 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
     (void)ultotal;
     (void)ulnow;
     gm_xfer *x = userdata;
-    const double t = now();
+    const double t = gm_http_now();
     /* a body that stops growing for the timeout ends, however much came before: a read timeout, as
        huggingface_hub's (libcurl's low-speed check averages over seconds, and lets a trickle through) */
     if ((long long)dlnow != x->rx) {
@@ -243,7 +273,16 @@ static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, cur
         x->stalled = 1;
         return 1;
     }
-    if (!x->draw || (t - x->last_draw < 0.1 && dlnow < dltotal))
+    if (x->draw == GM_PROGRESS_LINES) {
+        /* a log's line now and then; not at the end, whose line the caller writes once the file is complete */
+        const uint64_t done = x->have + x->written;
+        if (t - x->line_at >= x->line_every && done < x->total) {
+            gm_http_progress_line(x->label, done, x->total, x->moved + x->written, t - x->since, 0);
+            x->line_at = t;
+        }
+        return 0;
+    }
+    if (x->draw != GM_PROGRESS_BAR || (t - x->last_draw < 0.1 && dlnow < dltotal))
         return 0;
     x->last_draw = t;
     const uint64_t done = x->have + (uint64_t)dlnow, total = x->total ? x->total : done;
@@ -345,10 +384,11 @@ static int setup(gm_hub *h, gm_xfer *x)
     curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, NULL);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    x->draw = h->progress && x->fd >= 0;
+    x->draw = x->fd >= 0 ? h->progress : GM_PROGRESS_NONE;
+    x->line_every = (double)h->progress_ms / 1000.0;
     x->stalled = 0;
     x->rx = 0;
-    x->last_rx = now();
+    x->last_rx = gm_http_now();
     x->stall_seconds = h->stall_seconds;
     curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -424,7 +464,7 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                     gm_url_for_message(xs[0]->url, u, sizeof u));
             break;
         }
-        const double t = now();
+        const double t = gm_http_now();
         for (size_t i = 0; i < n; i++) {
             gm_xfer *x = xs[i];
             if (x->done || x->active || t < x->not_before)
@@ -483,7 +523,7 @@ int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st)
                 continue;
             }
             if (retryable(x) && x->fd < 0 && x->attempts <= h->retries) {
-                x->not_before = now() + (double)gm_http_retry_ms(h, x->attempts, x->retry_after) / 1000.0;
+                x->not_before = gm_http_now() + (double)gm_http_retry_ms(h, x->attempts, x->retry_after) / 1000.0;
                 continue;
             }
             if (x->result != CURLE_OK && x->fd < 0) {

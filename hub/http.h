@@ -35,6 +35,11 @@ typedef struct gm_xfer {
     const char *label;    /* the file name, for the progress bar */
     uint64_t have;        /* bytes already in fd before this transfer (resume) */
     uint64_t total;       /* the whole file's size, for the progress bar */
+    /* the log lines (GM_PROGRESS_LINES) are of the whole file, over every attempt at it: */
+    double since;         /* when its download began (gm_http_now) */
+    uint64_t moved;       /* the bytes earlier attempts wrote to fd */
+    double line_at;       /* when its last line was written (or since); the transfer moves it on, the caller
+                             carries it to the next attempt */
 
     /* response: the first value seen on any hop wins for these ... */
     char commit[64];      /* X-Repo-Commit */
@@ -70,7 +75,8 @@ typedef struct gm_xfer {
     double last_rx;         /* when the body last grew (or the request started) */
     long long rx;           /* its bytes then */
     long stall_seconds;     /* how long it may stop growing (HF_HUB_DOWNLOAD_TIMEOUT) */
-    int draw, stalled;      /* draw the progress bar; ended here for stalling */
+    double line_every;      /* seconds between two log lines */
+    int draw, stalled;      /* the progress shown (GM_PROGRESS_*); ended here for stalling */
     int active, done;
 } gm_xfer;
 
@@ -93,6 +99,16 @@ long gm_http_retry_ms(const gm_hub *h, int attempt, long retry_after);
 ** transport failure, after retries, is in st, naming the URL.
 */
 int gm_http_run(gm_hub *h, gm_xfer **xs, size_t n, gm_status *st);
+
+/* Monotonic seconds, the clock of the transfers' timeouts and progress. */
+double gm_http_now(void);
+
+/*
+** One log line on stderr of a file's progress (GM_PROGRESS_LINES): its name, the bytes it has of its total and
+** the percent, and the rate of the `moved` bytes received in `seconds`; `last`: the line of a complete file.
+*/
+void gm_http_progress_line(const char *label, uint64_t done, uint64_t total, uint64_t moved, double seconds,
+                           int last);
 
 /* A raw response (status lines, headers, body in pieces of `piece` bytes) through the callbacks: for fuzzing. */
 void gm_http_feed(gm_xfer *x, const char *data, size_t n, size_t piece);

@@ -288,7 +288,15 @@ int gm_hub_init(gm_hub *h, gm_status *st)
     if (h->retry_ms < 0)
         h->retry_ms = 500;
     h->retries = 4;
-    h->progress = isatty(STDERR_FILENO);
+    /* HF_HUB_DISABLE_PROGRESS_BARS read as huggingface_hub's _is_true reads it: 1, true, yes or on, any case; any
+       other value (its 0 forces its bars on) leaves them as they are */
+    h->progress = env_true("HF_HUB_DISABLE_PROGRESS_BARS") ? GM_PROGRESS_NONE
+                  : isatty(STDERR_FILENO)                  ? GM_PROGRESS_BAR
+                                                           : GM_PROGRESS_LINES;
+    /* for the tests only, which cannot wait 10 s for a line: not a user's setting (hub.h) */
+    h->progress_ms = env("GM_HUB_PROGRESS_MS") ? strtol(env("GM_HUB_PROGRESS_MS"), NULL, 10) : 10000;
+    if (h->progress_ms <= 0)
+        h->progress_ms = 10000;
     return 0;
 }
 
@@ -468,24 +476,62 @@ static int resolve_url(const gm_hub *h, const char *repo, const char *revision, 
     return 0;
 }
 
+/* Room for the base64 of HF_ENDPOINT's user name and password (at most its 1024 bytes), with its NUL */
+#define BASIC_SIZE (4 * (sizeof ((gm_hub *)0)->endpoint + 2) / 3 + 1)
+
 /*
-** What a server said (X-Error-Message) for a message, into buf: the token, should a server echo back the
-** Authorization header it was sent, becomes "***", as it is never printed.
+** Does HF_ENDPOINT carry a user name (and password)? Then, when no token takes their place, libcurl sends them
+** with each request to that host as Basic credentials; their base64 ("user:password", percent-decoded, as libcurl
+** decodes them) into basic unless it is NULL, for a server's echo of them to be hidden.
+*/
+static int endpoint_basic(const gm_hub *h, char *basic)
+{
+    CURLU *u = curl_url();
+    char *user = NULL, *password = NULL, plain[sizeof h->endpoint];
+    int has = 0;
+    if (basic)
+        basic[0] = '\0';
+    if (u && !curl_url_set(u, CURLUPART_URL, h->endpoint, 0) &&
+        !curl_url_get(u, CURLUPART_USER, &user, CURLU_URLDECODE)) {
+        has = 1;
+        curl_url_get(u, CURLUPART_PASSWORD, &password, CURLU_URLDECODE);
+        const int n = snprintf(plain, sizeof plain, "%s:%s", user, password ? password : "");
+        if (basic && n > 0 && (size_t)n < sizeof plain) /* BASIC_SIZE holds its base64 */
+            EVP_EncodeBlock((unsigned char *)basic, (const unsigned char *)plain, n);
+        memset(plain, 0, sizeof plain);
+    }
+    curl_free(user);
+    curl_free(password);
+    curl_url_cleanup(u);
+    return has;
+}
+
+/*
+** What a server said (X-Error-Message) for a message, into buf: the token and the Basic credentials of
+** HF_ENDPOINT, should a server echo back the Authorization header it was sent, become "***", as they are never
+** printed.
 */
 static const char *server_said(const gm_hub *h, const char *text, char *buf, size_t size)
 {
-    const size_t tlen = h->token ? strlen(h->token) : 0;
+    char basic[BASIC_SIZE];
+    endpoint_basic(h, basic);
+    const char *const secrets[] = {h->token ? h->token : "", basic};
     size_t k = 0;
     for (const char *p = text; *p && k + 1 < size;) {
-        if (tlen && strncmp(p, h->token, tlen) == 0) {
+        size_t hidden = 0;
+        for (size_t i = 0; i < 2 && !hidden; i++)
+            if (secrets[i][0] && strncmp(p, secrets[i], strlen(secrets[i])) == 0)
+                hidden = strlen(secrets[i]);
+        if (hidden) {
             for (int i = 0; i < 3 && k + 1 < size; i++)
                 buf[k++] = '*';
-            p += tlen;
+            p += hidden;
         } else {
             buf[k++] = *p++;
         }
     }
     buf[k] = '\0';
+    memset(basic, 0, sizeof basic);
     return buf;
 }
 
@@ -522,6 +568,10 @@ int gm_hub_error(const gm_hub *h, const char *repo, const char *revision, const 
     if (x->status == 401 && h->token)
         return gm_fail(st, GM_ENET, "%s: the Hub refused the token from %s for %s (401%s%s); check or renew it",
                        repo, h->token_source, file, colon, msg);
+    if (x->status == 401 && endpoint_basic(h, NULL) && gm_http_same_origin(x->url, h->endpoint))
+        /* no token: the credentials in HF_ENDPOINT went in its place, and were refused (HF_TOKEN is not the cure) */
+        return gm_fail(st, GM_ENET, "%s: %s refused the user name and password in HF_ENDPOINT for %s (401%s%s); "
+                       "check them", repo, ep, file, colon, msg);
     if (x->status == 401)
         return gm_fail(st, GM_ENET, "%s: the Hub refused %s (401%s%s); a private repo needs HF_TOKEN", repo, file,
                        colon, msg);
@@ -1089,7 +1139,9 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
 {
     char rdir[PATH_MAX], url[4096], blob[PATH_MAX], part[PATH_MAX], u[4096];
     const char *commit = commit_of(dir);
-    int bar = 0;
+    int bar = 0, lines = 0;
+    double since = 0, line_at = 0, ended = 0; /* the log lines' times: the start, the last line, the end */
+    uint64_t moved = 0;                       /* and the bytes this run received, over every attempt */
     rdir_of(dir, rdir, sizeof rdir);
     if (resolve_url(h, repo, commit, file, url, sizeof url, st))
         return st->code;
@@ -1163,7 +1215,9 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         have = 0;
     }
     /* a partial file that already has every byte (its writer stopped before the rename) is only checked and moved */
-    bar = h->progress && have < size; /* a progress bar is drawn: a newline ends it before any other line */
+    bar = h->progress == GM_PROGRESS_BAR && have < size; /* drawn: a newline ends it before any other line */
+    lines = h->progress == GM_PROGRESS_LINES && have < size;
+    since = line_at = gm_http_now();
     uint64_t expect = size; /* the bytes a complete file has: X-Linked-Size, unless the server's end says otherwise */
     for (int attempt = 1; have < size; attempt++) {
         /* the file holds exactly the `have` bytes hashed so far; the transfer appends after them */
@@ -1178,11 +1232,16 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         x.label = file;
         x.have = have;
         x.total = size;
+        x.since = since;
+        x.moved = moved;
+        x.line_at = line_at;
         if (have > 0)
             snprintf(x.range, sizeof x.range, "%llu-", (unsigned long long)have);
         one[0] = &x;
         int rc = gm_http_run(h, one, 1, st);
         have = (x.restarted ? 0 : have) + x.written;
+        moved += x.written;
+        line_at = x.line_at;
         const int ok = !rc && x.result == CURLE_OK && ok_status(x.status);
         const CURLcode result = x.result;
         const long status = x.status, retry_after = x.retry_after;
@@ -1268,6 +1327,7 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         }
     }
     end_bar(&bar);
+    ended = gm_http_now();
     char got[65];
     sha_hex_so_far(sha, got);
     if (strcmp(got, etag) != 0) {
@@ -1289,8 +1349,8 @@ static int download_file(gm_hub *h, const char *repo, const char *dir, const cha
         gm_fail(st, GM_EIO, "%s: cannot move into place: %s", blob, strerror(errno));
         goto out;
     }
-    if (blob_header_ok(blob, dir, file, st) == 0)
-        link_blob(rdir, commit, file, etag, st);
+    if (blob_header_ok(blob, dir, file, st) == 0 && link_blob(rdir, commit, file, etag, st) == 0 && lines)
+        gm_http_progress_line(file, expect, expect, moved, ended - since, 1); /* a log's line: the file is in place */
 out:
     end_bar(&bar);
     EVP_MD_CTX_free(sha);

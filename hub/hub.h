@@ -19,8 +19,11 @@
 ** HF_HUB_CACHE (default $HF_HOME/hub, HF_HOME default ~/.cache/huggingface);
 ** HF_ASSETS_CACHE (default $HF_HOME/assets);
 ** HF_HUB_OFFLINE=1 (no network at all); HF_HUB_DOWNLOAD_TIMEOUT (seconds a
-** transfer may stall, default 10); GM_HUB_RETRY_MS (first retry delay,
-** default 500).
+** transfer may stall, default 10); HF_HUB_DISABLE_PROGRESS_BARS=1 (no
+** download progress, on a terminal or not); GM_HUB_RETRY_MS (first retry
+** delay, default 500); GM_HUB_PROGRESS_MS (the time between two progress
+** lines of a file when stderr is not a terminal, default 10000), for the
+** tests only, which cannot wait 10 s for a line.
 */
 #ifndef GM_HUB_H
 #define GM_HUB_H
@@ -30,6 +33,13 @@
 #include <stdint.h>
 
 #include "gm/status.h"
+
+/*
+** A download's progress on stderr: a bar redrawn with \r on a terminal; elsewhere (a CI job's log, a script's
+** 2>file), where each \r would pile every redraw into one line, a plain line now and then; nothing with
+** huggingface_hub's HF_HUB_DISABLE_PROGRESS_BARS=1.
+*/
+enum { GM_PROGRESS_NONE, GM_PROGRESS_BAR, GM_PROGRESS_LINES };
 
 typedef struct gm_hub {
     char endpoint[1024];  /* no trailing '/'; may hold user:password@, so messages show gm_url_for_message's */
@@ -41,7 +51,8 @@ typedef struct gm_hub {
     long stall_seconds;
     long retry_ms;
     int retries;          /* further attempts after a retryable failure */
-    int progress;         /* draw progress bars (stderr is a terminal) */
+    int progress;         /* how downloads show their progress: GM_PROGRESS_* */
+    long progress_ms;     /* GM_PROGRESS_LINES: at most one line a file this often (and one when it is complete) */
     uint64_t bytes;       /* body bytes received, all requests */
     unsigned requests;    /* HTTP requests made */
 } gm_hub;

@@ -39,7 +39,8 @@ answered 200 with no Content-Length: the file, then zeros until the client hangs
 --fail-first failures, with --fail-status, go to the hub's GETs of LFS files only: a download's own GET
 rate limited after its HEAD passed), endless-error (every error a GET gets has no Content-Length: its
 JSON, then zeros until the client hangs up or --max-seconds), echo-auth (a 401 for credentials the hub does
-not take quotes the Authorization header it was sent, as a careless mirror might).
+not take quotes the Authorization header it was sent, as a careless mirror might), slow-body (the cdn sends each
+body in its 64 KiB pieces spread over --slow seconds: a download that takes a while, yet never stalls).
 --basic USER:PASSWORD: the hub is a mirror behind a password, answering 401 to a request without those Basic
 credentials (which then stand for no token; a Bearer token is refused).
 --log appends one JSON line per request:
@@ -64,7 +65,8 @@ CHUNK = 64 * 1024
 ZEROS = bytes(CHUNK)
 MODES = {"ignore-range", "drop-once", "drop-always", "slow", "fail-first",
          "redirect-loop", "rename", "truncate", "stall", "short-small", "cdn-403", "trickle",
-         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs", "endless-error", "echo-auth"}
+         "wrong-range", "short-lfs", "size-plus", "direct", "endless", "fail-lfs", "endless-error", "echo-auth",
+         "slow-body"}
 HANGUPS = (BrokenPipeError, ConnectionResetError, socket.timeout)   # a client gone: what tests do
 
 
@@ -343,6 +345,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     time.sleep(self.state.args.slow)
             else:
                 self.wfile.write(piece)
+                if "slow-body" in self.state.modes and self.role == "cdn":   # each piece its share of --slow s
+                    self.wfile.flush()
+                    time.sleep(self.state.args.slow * len(piece) / length)
             self.sent += len(piece)
             if limit is not None and self.sent >= limit:
                 break
@@ -575,7 +580,7 @@ def main():
     ap.add_argument("--fail-first", type=int, default=0,
                     help="N hub requests fail (implies --mode fail-first; that mode alone: 1)")
     ap.add_argument("--fail-status", type=int, default=503)
-    ap.add_argument("--slow", type=float, default=5.0, help="seconds, for --mode slow")
+    ap.add_argument("--slow", type=float, default=5.0, help="seconds, for --mode slow, trickle and slow-body")
     ap.add_argument("--tokens", default="hf_good,hf_noaccess")
     ap.add_argument("--basic", metavar="USER:PASSWORD",
                     help="answer the hub's requests only with these Basic credentials (a mirror behind a password)")

@@ -311,6 +311,18 @@ Test(hub, credentials_in_hf_endpoint_and_the_token_never_show_in_a_message)
     cr_assert(strstr(err, "refused the token from HF_TOKEN") && strstr(err, "Bearer ***"), "%s", err);
     assert_no_secret("a refused token", err, secrets);
     free(err);
+    /*
+    ** a wrong password and no token: the credentials in HF_ENDPOINT were refused, which HF_TOKEN would not mend (it
+    ** said "a private repo needs HF_TOKEN"); the mirror's echo of them, base64 in a Basic header, hidden too
+    */
+    const char *const wrong[] = {"gm-user", "gm-wr0ng", "Z20tdXNlcjpnbS13cjBuZw==", NULL}; /* base64 user:password */
+    snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-wr0ng@127.0.0.1:%d", hub.port);
+    cr_assert_eq(scaffold(env, "Qwen/Qwen2-0.5B", &err), 5, "%s", err);
+    snprintf(want, sizeof want, "Qwen/Qwen2-0.5B: http://***@127.0.0.1:%d refused the user name and password in "
+             "HF_ENDPOINT for config.json (401: Basic credentials required: Basic ***); check them", hub.port);
+    cr_assert(strstr(err, want) && !strstr(err, "HF_TOKEN") && tu_lines(err) == 1, "%s", err);
+    assert_no_secret("refused credentials", err, wrong);
+    free(err);
     /* a mirror's path, mistyped: the URL and the endpoint both named */
     snprintf(env, sizeof env, "HF_ENDPOINT=http://gm-user:gm-s3cret@127.0.0.1:%d/prefix/", hub.port);
     cr_assert_eq(scaffold(env, "Qwen/Qwen2-0.5B", &err), 1, "%s", err);
@@ -1253,6 +1265,61 @@ Test(hub, download_draws_a_progress_bar_on_a_terminal)
     cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
     cr_assert(strstr(out, "model.safetensors") && strstr(out, "100%"), "no progress bar:\n%s", out);
     free(out);
+    /* huggingface_hub's HF_HUB_DISABLE_PROGRESS_BARS=1 turns it off */
+    snprintf(cmd, sizeof cmd,
+             "script -qec \"env -u HF_TOKEN HF_HOME='%s' HF_ENDPOINT=http://127.0.0.1:%d "
+             "HF_HUB_DISABLE_PROGRESS_BARS=1 '%s' download golden/qwen2_tied\" /dev/null",
+             hub.home, hub.port, GM_GEN_MODEL);
+    cr_assert_eq(tu_run(cmd, &out, NULL), 0, "%s", out);
+    cr_assert(!strstr(out, "model.safetensors") && !strstr(out, "%"), "a progress bar:\n%s", out);
+    free(out);
+}
+
+/* Lines of text that start with `start` and hold `also` too. */
+static int lines_with(const char *text, const char *start, const char *also)
+{
+    int n = 0;
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        const size_t len = strcspn(p, "\n");
+        const char *a = strstr(p, also);
+        n += strncmp(p, start, strlen(start)) == 0 && a && a < p + len;
+    }
+    return n;
+}
+
+/*
+** Where stderr is a log (a CI job's, a script's 2>file), a download says how far it has got in plain lines, never
+** a \r: at most one a file every 10 s (GM_HUB_PROGRESS_MS: 200 ms here), and one when the file is complete, with
+** the bytes, the percent and the rate. With huggingface_hub's HF_HUB_DISABLE_PROGRESS_BARS=1, none.
+*/
+Test(hub, download_to_a_log_says_how_far_it_has_got_in_plain_lines)
+{
+    const char *args[] = {"--mode", "slow-body", "--slow", "1.5", NULL}; /* each file's body takes 1.5 s */
+    hub_start(args);
+    char *out = NULL, *err = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(gm("GM_HUB_PROGRESS_MS=200", "download golden/llama_untied", &out, &err), 0, "%s", err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    cr_assert(!strchr(err, '\r'), "a carriage return in a log:\n%s", err);
+    const int during = lines_with(err, "gen-model: downloading model.safetensors: ", " of 742 kB (");
+    cr_assert_geq(during, 2, "no lines while it downloads:\n%s", err);
+    cr_assert_leq(during, (int)(took / 0.2) + 1, "more than one line each 200 ms in %.2f s:\n%s", took, err);
+    cr_assert_eq(lines_with(err, "gen-model: downloading model.safetensors: ", "B/s\n"), during,
+                 "a line without its rate:\n%s", err);
+    cr_assert_eq(lines_with(err, "gen-model: downloaded model.safetensors: 742 of 742 kB (100%), ", "B/s\n"), 1,
+                 "no line when the file is complete:\n%s", err);
+    cr_assert_eq(lines_with(err, "gen-model: ", "100%"), 1, "100%% said more than once:\n%s", err);
+    free(out);
+    free(err);
+
+    cr_assert_eq(gm("GM_HUB_PROGRESS_MS=200 HF_HUB_DISABLE_PROGRESS_BARS=1", "download golden/qwen2_tied", &out, &err),
+                 0, "%s", err);
+    cr_assert(!strstr(err, "model.safetensors") && tu_lines(err) == 1 && strstr(err, " bytes in "),
+              "progress with HF_HUB_DISABLE_PROGRESS_BARS=1:\n%s", err);
+    free(out);
+    free(err);
 }
 
 /* A storage host's 403 (a signed link that expired) is one line naming the URL and saying what to do. */
@@ -1321,8 +1388,10 @@ Test(hub, a_small_file_in_lfs_that_is_not_its_sha256_is_never_cached)
     hub_start(args);
     char *out = NULL, *err = NULL;
     cr_assert_eq(gm(NULL, "download test/tiny_qwen", &out, &err), 5, "%s", err);
+    /* the error's one line, after the log's line of the weights, which came whole before it */
     cr_assert(strstr(err, "gen-model: test/tiny_qwen: tokenizer.json: GET ") && strstr(err, "is not the file the Hub announced "
-              "(X-Linked-Etag ") && tu_lines(err) == 1, "%s", err);
+              "(X-Linked-Etag ") && tu_lines(err) == 2 &&
+              !strncmp(err, "gen-model: downloaded model.safetensors: ", 41), "%s", err);
     free(out);
     free(err);
     char cmd[9000];

@@ -285,10 +285,15 @@ static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int
 /*
 ** One row of X against W in panels of P columns (decode): y[n0..n1) = x @
 ** W[0..K)[n0..n1), n0 a multiple of P. Four register tiles of NC columns
-** side by side (eight accumulators, enough FMAs in flight to hide their
-** latency: each sum is one chain, in k order, kept in its register from the
-** first k to the last), each reading its panel's rows front to back: four
-** runs of memory, which the hardware prefetcher streams. With
+** (eight accumulators, enough FMAs in flight to hide their latency: each
+** sum is one chain, in k order, kept in its register from the first k to
+** the last), one from each quarter of the tiles, each reading its panel's
+** rows front to back: four runs of memory far apart (as the AVX512_BF16
+** tier's decode reads W), which the hardware prefetcher streams. (On a Zen
+** 4 whose memory gave 56-60 GB/s on two threads, a decode step in turns
+** with four neighbouring panels: 88-97% of it against 84-88% on the avx2
+** tier, 91-98% against 90-93% on avx512; where it gave 33-35, 95-100% either
+** way: bench/HISTORY.md.) With
 ** GM_PANEL_FETCH (the tier file's choice) each of their lines is also
 ** fetched PANEL_AHEAD bytes ahead, to L2: on a Zen 4, a decode step's
 ** projections took 0.74-0.91x the time of fetching into L1 and 0.90-1.01x
@@ -305,12 +310,12 @@ static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int
 
 static void TIER(gemv_panels)(float *y, const float *x, const gm_bf16 *W, int K, int N, int P, int n0, int n1)
 {
-    const int nt = n0 + (n1 - n0) / NC * NC;
+    const int nt = n0 + (n1 - n0) / NC * NC, d = (nt - n0) / NC / 4 * NC; /* a quarter's columns */
     int n = n0;
-    for (; n + 4 * NC <= nt; n += 4 * NC) {
+    for (; n < n0 + d; n += NC) {
         long l0, l1, l2, l3;
-        const gm_bf16 *w0 = gm_w_col(W, N, P, K, n, &l0), *w1 = gm_w_col(W, N, P, K, n + NC, &l1);
-        const gm_bf16 *w2 = gm_w_col(W, N, P, K, n + 2 * NC, &l2), *w3 = gm_w_col(W, N, P, K, n + 3 * NC, &l3);
+        const gm_bf16 *w0 = gm_w_col(W, N, P, K, n, &l0), *w1 = gm_w_col(W, N, P, K, n + d, &l1);
+        const gm_bf16 *w2 = gm_w_col(W, N, P, K, n + 2 * d, &l2), *w3 = gm_w_col(W, N, P, K, n + 3 * d, &l3);
         vf e0 = vf_zero(), o0 = e0, e1 = e0, o1 = e0, e2 = e0, o2 = e0, e3 = e0, o3 = e0;
         for (long k = 0; k < K; k++) {
             const vf b = vf_bcast(x + k);
@@ -325,10 +330,10 @@ static void TIER(gemv_panels)(float *y, const float *x, const gm_bf16 *W, int K,
             PANEL_STEP(2);
             PANEL_STEP(3);
         }
-        vf_join(y + n, e0, o0), vf_join(y + n + NC, e1, o1);
-        vf_join(y + n + 2 * NC, e2, o2), vf_join(y + n + 3 * NC, e3, o3);
+        vf_join(y + n, e0, o0), vf_join(y + n + d, e1, o1);
+        vf_join(y + n + 2 * d, e2, o2), vf_join(y + n + 3 * d, e3, o3);
     }
-    for (; n < nt; n += NC) { /* the last tiles, fewer than four */
+    for (n = n0 + 4 * d; n < nt; n += NC) { /* the last tiles, fewer than four */
         long l0;
         const gm_bf16 *w0 = gm_w_col(W, N, P, K, n, &l0);
         vf e0 = vf_zero(), o0 = e0;

@@ -63,15 +63,20 @@ static void product(gm_pool *pool, float *Y, const float *X, const gm_bf16 *Wf, 
     gm_matmul_outs(pool, X, T, K, &o, 1, round);
 }
 
-static void check_shapes(const char *tier, gm_pool *pool)
+/*
+** Every tier's products on each shape against the plain reference kernel: W (in, out) in each of its forms, with and
+** without bias and rounding, and the X @ W^T kernel. The inputs, W's forms and the references are made once per
+** shape, for every tier.
+*/
+static void check_shapes(gm_pool *pool)
 {
     const int shapes[][3] = {{1, 64, 96}, {1, 300, 1000}, {3, 17, 5}, {5, 260, 200}, {32, 513, 390}, {7, 8, 8},
                              {4, 1, 24}, {33, 96, 263}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int T = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-        float *X = malloc(sizeof(float) * (size_t)T * K), *Y = malloc(sizeof(float) * (size_t)T * N);
-        float *R = malloc(sizeof(float) * (size_t)T * N), *Wt = NULL;
+        float *X = malloc(sizeof(float) * (size_t)T * K), *Y = malloc(sizeof(float) * (size_t)T * N), *R[2][2];
         gm_bf16 *W = malloc(2 * (size_t)K * N), *b = malloc(2 * (size_t)N), *Wn = malloc(2 * (size_t)K * N);
+        gm_bf16 *Wf[KN_FORMS];
         for (int i = 0; i < T * K; i++)
             X[i] = gm_bf16_to_f32(gm_f32_to_bf16(rnd()));
         for (int i = 0; i < K * N; i++)
@@ -81,40 +86,46 @@ static void check_shapes(const char *tier, gm_pool *pool)
         for (int k = 0; k < K; k++) /* W as (N, K) rows for the X @ W^T kernel */
             for (int n = 0; n < N; n++)
                 Wn[(long)n * K + k] = W[(long)k * N + n];
-        for (int f = 0; f < KN_FORMS; f++) {
-            gm_bf16 *Wf = in_form(W, K, N, kn_forms[f]);
-            for (int round = 0; round < 2; round++)
-                for (int bias = 0; bias < 2; bias++) {
-                    product(pool, Y, X, Wf, bias ? b : NULL, T, K, N, round, kn_forms[f]);
-                    gm_matmul_reference(R, X, W, bias ? b : NULL, T, K, N, round);
-                    for (int i = 0; i < T * N; i++) /* summation orders differ: a bf16 ulp at most */
-                        cr_assert(fabsf(Y[i] - R[i]) <= 0.0079f * fabsf(R[i]) + 1e-5f,
-                                  "%s form %d T=%d K=%d N=%d round=%d bias=%d: [%d] %g, reference %g", tier,
-                                  kn_forms[f], T, K, N, round, bias, i, Y[i], R[i]);
-                }
-            free(Wf);
+        for (int f = 0; f < KN_FORMS; f++)
+            Wf[f] = in_form(W, K, N, kn_forms[f]);
+        for (int round = 0; round < 2; round++) /* R[round][bias]: the reference does not depend on W's form */
+            for (int bias = 0; bias < 2; bias++) {
+                R[round][bias] = malloc(sizeof(float) * (size_t)T * N);
+                gm_matmul_reference(R[round][bias], X, W, bias ? b : NULL, T, K, N, round);
+            }
+        EACH_TIER(tier) {
+            for (int f = 0; f < KN_FORMS; f++)
+                for (int round = 0; round < 2; round++)
+                    for (int bias = 0; bias < 2; bias++) {
+                        const float *r = R[round][bias];
+                        product(pool, Y, X, Wf[f], bias ? b : NULL, T, K, N, round, kn_forms[f]);
+                        for (int i = 0; i < T * N; i++) /* summation orders differ: a bf16 ulp at most */
+                            cr_assert(fabsf(Y[i] - r[i]) <= 0.0079f * fabsf(r[i]) + 1e-5f,
+                                      "%s form %d T=%d K=%d N=%d round=%d bias=%d: [%d] %g, reference %g", tier,
+                                      kn_forms[f], T, K, N, round, bias, i, Y[i], r[i]);
+                    }
+            gm_matmul_nt(pool, Y, X, Wn, T, K, N, 0);
+            const float *r = R[0][0]; /* without bias or rounding */
+            for (int i = 0; i < T * N; i++)
+                cr_assert(fabsf(Y[i] - r[i]) <= 1e-4f * (1 + fabsf(r[i])),
+                          "%s nt T=%d K=%d N=%d: [%d] %g, reference %g", tier, T, K, N, i, Y[i], r[i]);
         }
-        gm_matmul_nt(pool, Y, X, Wn, T, K, N, 0);
-        gm_matmul_reference(R, X, W, NULL, T, K, N, 0);
-        for (int i = 0; i < T * N; i++)
-            cr_assert(fabsf(Y[i] - R[i]) <= 1e-4f * (1 + fabsf(R[i])), "%s nt T=%d K=%d N=%d: [%d] %g, reference %g",
-                      tier, T, K, N, i, Y[i], R[i]);
-        free(X), free(Y), free(R), free(W), free(b), free(Wn), free(Wt);
+        for (int f = 0; f < KN_FORMS; f++)
+            free(Wf[f]);
+        free(X), free(Y), free(R[0][0]), free(R[0][1]), free(R[1][0]), free(R[1][1]), free(W), free(b), free(Wn);
     }
 }
 
 Test(kernels, agree_with_the_reference_on_awkward_shapes_one_thread)
 {
-    EACH_TIER(t)
-        check_shapes(t, NULL);
+    check_shapes(NULL);
     done();
 }
 
 Test(kernels, agree_with_the_reference_on_two_threads)
 {
     gm_pool *p = gm_pool_new(2);
-    EACH_TIER(t)
-        check_shapes(t, p);
+    check_shapes(p);
     done();
     gm_pool_free(p);
 }
@@ -165,21 +176,24 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
     ** output. Each output's bits are those of the (in, out) product alone.
     */
     const int Ns[] = {200, 1000, 32, 32, 17, 64, 64};
-    enum { K = 300, MAXN = 1000, OUTS = 7 };
+    enum { K = 300, OUTS = 7 };
     for (int threads = 2; threads <= 3; threads++) {
         gm_pool *pool = gm_pool_new(threads);
         EACH_TIER(t) {
             const int Ts[] = {1, 7, 33};
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
                 const int T = Ts[ti];
-                float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R = malloc(sizeof(float) * T * MAXN);
+                float *X = malloc(sizeof(float) * T * K), *Y[OUTS], *R[OUTS];
                 gm_bf16 *W[OUTS], *Wf[OUTS];
                 gm_out outs[OUTS];
                 for (int o = 0; o < OUTS; o++) {
                     Y[o] = malloc(sizeof(float) * T * Ns[o]);
+                    R[o] = malloc(sizeof(float) * T * Ns[o]);
                     W[o] = malloc(2 * (size_t)K * Ns[o]);
                     fill(X, T * K, W[o], K * Ns[o], K);
                 }
+                for (int o = 0; o < OUTS; o++) /* alone, on one thread, (in, out): once, for every form */
+                    gm_matmul(NULL, R[o], X, W[o], NULL, T, K, Ns[o], 1);
                 for (int f = 0; f < KN_FORMS; f++) {
                     for (int o = 0; o < OUTS; o++) {
                         Wf[o] = in_form(W[o], K, Ns[o], kn_forms[f]);
@@ -187,16 +201,15 @@ Test(kernels, grouped_outputs_and_any_thread_count_give_the_same_bits)
                     }
                     gm_matmul_outs(pool, X, T, K, outs, OUTS, 1);
                     for (int o = 0; o < OUTS; o++) {
-                        gm_matmul(NULL, R, X, W[o], NULL, T, K, Ns[o], 1); /* alone, on one thread, (in, out) */
-                        cr_assert(memcmp(R, Y[o], sizeof(float) * T * Ns[o]) == 0,
+                        cr_assert(memcmp(R[o], Y[o], sizeof(float) * T * Ns[o]) == 0,
                                   "%s T=%d form %d: output %d (N=%d) differs grouped on %d threads from alone on 1",
                                   gm_kernels_name(), T, kn_forms[f], o, Ns[o], threads);
                         free(Wf[o]);
                     }
                 }
                 for (int o = 0; o < OUTS; o++)
-                    free(Y[o]), free(W[o]);
-                free(X), free(R);
+                    free(Y[o]), free(R[o]), free(W[o]);
+                free(X);
             }
         }
         done();
@@ -279,14 +292,21 @@ static float dp_pairs(const float *x, const float *y, long ys, int n, float acc)
     return acc;
 }
 
-/* Y as a tier that sums in `order` (TDPBF16PS's or VDPBF16PS's) makes it, then the bias and the one rounding. */
-static void order_reference(float *Y, gm_nk_sums order, const float *X, const gm_bf16 *Wn, const gm_bf16 *b, int T,
-                            int K, int N, int round)
+/* S[T][N]: X @ Wn^T's sums as a tier that sums in `order` (TDPBF16PS's or VDPBF16PS's) forms them */
+static void order_sums(float *S, gm_nk_sums order, const float *X, const gm_bf16 *Wn, int T, int K, int N)
+{
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < N; n++)
+            S[(long)t * N + n] = order == GM_SUMS_TILES ? tile_order(X + (long)t * K, Wn, K, n)
+                                                        : dp_order(X + (long)t * K, Wn, K, n);
+}
+
+/* Y as that tier makes it from those sums: then the bias and the one rounding */
+static void order_reference(float *Y, const float *S, const gm_bf16 *b, int T, int N, int round)
 {
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
-            const float s = order == GM_SUMS_TILES ? tile_order(X + (long)t * K, Wn, K, n) : dp_order(X + (long)t * K, Wn, K, n);
-            const float y = s + gm_bf16_to_f32(b[n]);
+            const float y = S[(long)t * N + n] + gm_bf16_to_f32(b[n]);
             Y[(long)t * N + n] = round ? gm_bf16_to_f32(gm_f32_to_bf16(y)) : y;
         }
 }
@@ -344,6 +364,7 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
             Wp[f] = in_form(W, K, N, kn_forms[f]);
         for (int i = 0; i < N; i++)
             b[i] = gm_f32_to_bf16(0.2f * rnd());
+        float *sums[GM_SUMS_DPBF16 + 1] = {NULL}; /* each SDM order's (order_sums), once: when a tier first needs it */
         for (int round = 0; round < 2; round++) {
             first_of by_lanes[2] = {{NULL, malloc(sizeof(float) * T * N)}, {NULL, malloc(sizeof(float) * T * N)}};
             gm_kernels_select("portable");
@@ -374,8 +395,12 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
                                   "T=%d K=%d N=%d round=%d: (out, in) on %s and %s, both in %d lanes, differ", T, K, N,
                                   round, t, first->tier, ti->lanes);
                 }
+                if (sdm && !sums[ti->nk_sums]) {
+                    sums[ti->nk_sums] = malloc(sizeof(float) * T * N);
+                    order_sums(sums[ti->nk_sums], ti->nk_sums, X, Wn, T, K, N);
+                }
                 if (sdm)
-                    order_reference(Y[2], ti->nk_sums, X, Wn, b, T, K, N, round);
+                    order_reference(Y[2], sums[ti->nk_sums], b, T, N, round);
                 if (sdm && ti->model) {
                     cr_assert(memcmp(Y[2], Y[1], sizeof(float) * T * N) == 0,
                               "T=%d K=%d N=%d round=%d: %s and %s differ", T, K, N, round, t, order);
@@ -396,6 +421,8 @@ Test(kernels, products_of_bf16_values_give_the_same_bits_on_every_tier)
         free(X), free(Y[0]), free(Y[1]), free(Y[2]), free(W), free(Wn), free(b);
         for (int f = 1; f < KN_FORMS; f++)
             free(Wp[f]);
+        for (int i = 0; i <= GM_SUMS_DPBF16; i++)
+            free(sums[i]);
     }
     done();
     gm_pool_free(pool);
@@ -663,6 +690,9 @@ static void check_attention(const char *tier, int bf)
     float *Q = malloc(sizeof(float) * MAXQ * ldq), *K = malloc(sizeof(float) * MAXK * ldk);
     float *S = malloc(sizeof(float) * MAXQ * lds), *O = malloc(sizeof(float) * MAXQ * ldo);
     float *O0 = malloc(sizeof(float) * MAXQ * ldo);
+    double *exact = malloc(sizeof(double) * MAXQ * MAXK), *mags = malloc(sizeof(double) * MAXQ * MAXK);
+    double *vexact[2] = {malloc(sizeof(double) * MAXQ * ldo), malloc(sizeof(double) * MAXQ * ldo)};
+    double *vmags[2] = {malloc(sizeof(double) * MAXQ * ldo), malloc(sizeof(double) * MAXQ * ldo)};
     for (long i = 0; i < MAXQ * ldq; i++)
         Q[i] = rnd();
     for (long i = 0; i < MAXK * ldk; i++)
@@ -671,10 +701,21 @@ static void check_attention(const char *tier, int bf)
         Q[i] = gm_bf16_to_f32(gm_f32_to_bf16(Q[i]));
     for (long i = 0; bf && i < MAXK * ldk; i++)
         K[i] = gm_bf16_to_f32(gm_f32_to_bf16(K[i]));
-    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
+        const int d = ds[di];
+        /* the exact scores over d, each row of Q against each of K, and their magnitudes: once, for every nk and nq */
+        for (int i = 0; i < MAXQ; i++)
+            for (int j = 0; j < MAXK; j++) {
+                double ref = 0, mag = 0;
+                for (int c = 0; c < d; c++) {
+                    const double t = (double)Q[i * ldq + c] * K[j * ldk + c];
+                    ref += t, mag += fabs(t);
+                }
+                exact[i * MAXK + j] = ref, mags[i * MAXK + j] = mag;
+            }
         for (size_t ki = 0; ki < sizeof nks / sizeof nks[0]; ki++)
             for (int nq = 1; nq <= MAXQ; nq++) {
-                const int d = ds[di], nk = nks[ki];
+                const int nk = nks[ki];
                 /* scores: Q rows against K rows; S's entries past nk stay as they were */
                 for (long i = 0; i < MAXQ * lds; i++)
                     S[i] = -7.0f;
@@ -686,11 +727,7 @@ static void check_attention(const char *tier, int bf)
                             cr_assert_eq(got, -7.0f, "%s scores nq=%d nk=%d d=%d: wrote [%d][%d]", tier, nq, nk, d, i, j);
                             continue;
                         }
-                        double ref = 0, mag = 0;
-                        for (int c = 0; c < d; c++) {
-                            const double t = (double)Q[i * ldq + c] * K[j * ldk + c];
-                            ref += t, mag += fabs(t);
-                        }
+                        const double ref = exact[i * MAXK + j], mag = mags[i * MAXK + j];
                         cr_assert(fabs(got - ref) <= sum_bound(d, mag), "%s scores nq=%d nk=%d d=%d: [%d][%d] %.9g, exact %.9g",
                                   tier, nq, nk, d, i, j, got, ref);
                     }
@@ -699,6 +736,17 @@ static void check_attention(const char *tier, int bf)
                     S[i] = gm_bf16_to_f32(gm_f32_to_bf16(S[i]));
                 for (long i = 0; i < MAXQ * ldo; i++)
                     O0[i] = rnd();
+                /* the exact values, overwriting (from 0) and accumulating (from O0), and their magnitudes: one pass */
+                for (int i = 0; i < nq; i++)
+                    for (int c = 0; c < d; c++) {
+                        double ref[2] = {0.0, O0[i * ldo + c]}, mag[2] = {0.0, fabs(ref[1])};
+                        for (int j = 0; j < nk; j++) {
+                            const double t = (double)S[i * lds + j] * K[j * ldk + c];
+                            ref[0] += t, mag[0] += fabs(t), ref[1] += t, mag[1] += fabs(t);
+                        }
+                        for (int a = 0; a < 2; a++)
+                            vexact[a][i * ldo + c] = ref[a], vmags[a][i * ldo + c] = mag[a];
+                    }
                 for (int accumulate = 0; accumulate < 2; accumulate++) {
                     memcpy(O, O0, sizeof(float) * MAXQ * ldo);
                     gm_attn_values(O, ldo, S, lds, nq, K, ldk, nk, d, accumulate);
@@ -710,18 +758,16 @@ static void check_attention(const char *tier, int bf)
                                              nk, d, i, c);
                                 continue;
                             }
-                            double ref = accumulate ? O0[i * ldo + c] : 0.0, mag = fabs(ref);
-                            for (int j = 0; j < nk; j++) {
-                                const double t = (double)S[i * lds + j] * K[j * ldk + c];
-                                ref += t, mag += fabs(t);
-                            }
+                            const double ref = vexact[accumulate][i * ldo + c], mag = vmags[accumulate][i * ldo + c];
                             cr_assert(fabs(got - ref) <= sum_bound(nk + accumulate, mag),
                                       "%s values nq=%d nk=%d d=%d accumulate=%d: [%d][%d] %.9g, exact %.9g", tier, nq,
                                       nk, d, accumulate, i, c, got, ref);
                         }
                 }
             }
-    free(Q), free(K), free(S), free(O), free(O0);
+    }
+    free(Q), free(K), free(S), free(O), free(O0), free(exact), free(mags);
+    free(vexact[0]), free(vexact[1]), free(vmags[0]), free(vmags[1]);
 }
 
 Test(kernels, attention_products_agree_with_exact_sums_on_awkward_shapes_on_every_tier)

@@ -83,8 +83,8 @@ endif()
 install(TARGETS ${runtime_libs} gm_runtime gm_runtime_shared gm_runtime_static gm_phase0 EXPORT GenModelTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(d core tensors kernels model runner tokenizer)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/${d}/include/gm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+foreach(inc ${runtime_includes}) # (gm/ of each runtime folder's include/)
+  install(DIRECTORY ${inc}/gm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 # phase0 for a downstream project's models: its source, and the headers it and libgm_phase0 use
 install(FILES ${PROJECT_SOURCE_DIR}/phase0/phase0.c DESTINATION ${CMAKE_INSTALL_DATADIR}/gen-model)

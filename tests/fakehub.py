@@ -275,15 +275,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "auth": self.headers.get("Authorization") is not None, "basic": self.basic_user(),
             "status": self.status, "bytes": self.sent})
 
-    def basic_user(self):
-        """The user name of the Basic credentials sent, or None."""
+    def basic_sent(self):
+        """The "user:password" of the Basic credentials sent, or None."""
         scheme, _, value = (self.headers.get("Authorization") or "").strip().partition(" ")
         if scheme.lower() != "basic":
             return None
         try:
-            return base64.b64decode(value.strip(), validate=True).decode().partition(":")[0]
+            return base64.b64decode(value.strip(), validate=True).decode()
         except (binascii.Error, UnicodeDecodeError):
             return None
+
+    def basic_user(self):
+        """The user name of the Basic credentials sent, or None."""
+        sent = self.basic_sent()
+        return sent.partition(":")[0] if sent is not None else None
 
     def credentials(self):
         """(token, None), token the Bearer token sent or None for none; or (None, why) when the hub refuses
@@ -293,11 +298,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         value = value.strip()
         echo = ": " + auth.strip() if auth is not None and "echo-auth" in self.state.modes else ""
         if self.state.args.basic:
-            try:
-                sent = base64.b64decode(value, validate=True).decode() if scheme.lower() == "basic" else None
-            except (binascii.Error, UnicodeDecodeError):
-                sent = None
-            return (None, None) if sent == self.state.args.basic else (None, "Basic credentials required" + echo)
+            if self.basic_sent() != self.state.args.basic:
+                return None, "Basic credentials required" + echo
+            return None, None
         if auth is None:
             return None, None
         if scheme.lower() != "bearer" or value not in self.state.tokens:

@@ -293,7 +293,8 @@ static void TIER(gemv)(float *y, const float *x, const gm_bf16 *W, long ldw, int
 ** 4 whose memory gave 56-60 GB/s on two threads, a decode step in turns
 ** with four neighbouring panels: 88-97% of it against 84-88% on the avx2
 ** tier, 91-98% against 90-93% on avx512; where it gave 33-35, 95-100% either
-** way: bench/HISTORY.md.) With
+** way; on a Zen 3, avx2, 134.8 against 134.5 ms a step, medians of six:
+** bench/HISTORY.md.) With
 ** GM_PANEL_FETCH (the tier file's choice) each of their lines is also
 ** fetched PANEL_AHEAD bytes ahead, to L2: on a Zen 4, a decode step's
 ** projections took 0.74-0.91x the time of fetching into L1 and 0.90-1.01x
